@@ -1,0 +1,5 @@
+"""MLPerf's `:::MLLOG` log format: writing (reading and checking live in review/)."""
+
+from trainclock.mllog.writer import RunLog
+
+__all__ = ["RunLog"]

@@ -1,0 +1,1 @@
+"""Reviewing MLPerf logs: time-to-train, compliance and scoring."""

@@ -1,0 +1,1 @@
+"""The generic training loop: optimizer and schedule, precision, eval cadence, timing, logging."""

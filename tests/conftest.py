@@ -1,0 +1,42 @@
+"""Shared fixtures: an isolated data home and a small learnable text corpus made on the spot."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+WORDS = {
+    "subject": ["the king", "a fool", "my lord", "the queen", "this knight", "her brother", "the ghost", "our army"],
+    "verb": ["speaks of", "weeps for", "marches to", "dreams of", "laughs at", "waits for", "remembers", "betrays"],
+    "object": ["the crown", "a sword", "the castle", "his honour", "the sea", "a letter", "the night", "sweet love"],
+    "tail": ["and all is well.", "yet none may know.", "with heavy heart.", "before the dawn.", "as fortune wills."],
+}
+
+
+def make_text(seed: int, n_lines: int) -> str:
+    """Sentences from a tiny grammar: real structure to learn, so a model's loss must fall."""
+    rng = random.Random(seed)
+    lines = []
+    for i in range(n_lines):
+        speaker = rng.choice(["KING", "FOOL", "QUEEN", "GHOST"])
+        sentence = " ".join(rng.choice(WORDS[k]) for k in ("subject", "verb", "object", "tail"))
+        lines.append(f"{speaker}.\n{sentence[0].upper()}{sentence[1:]}\n" + ("\n" if i % 4 == 3 else ""))
+    return "".join(lines)
+
+
+@pytest.fixture(autouse=True)
+def data_home(tmp_path_factory, monkeypatch) -> Path:
+    home = tmp_path_factory.mktemp("trainclock-home")
+    monkeypatch.setenv("TRAINCLOCK_HOME", str(home))
+    return home
+
+
+@pytest.fixture(scope="session")
+def corpus_dir(tmp_path_factory) -> Path:
+    """Three 'plays' of about 350 KB each."""
+    folder = tmp_path_factory.mktemp("corpus")
+    for i in range(3):
+        (folder / f"play_{i}.txt").write_text(make_text(i, 7000))
+    return folder

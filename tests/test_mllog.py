@@ -1,0 +1,41 @@
+from trainclock.mllog import RunLog
+from trainclock.mllog.reader import read_events
+from trainclock.review.time_to_train import time_to_train_ms
+
+
+def test_writer_emits_official_lines_and_renames_on_finish(tmp_path):
+    path = tmp_path / "result_0.txt"
+    log = RunLog(path)
+    log.start("run_start", time_ms=1000)
+    log.event("eval_accuracy", 3.5, metadata={"epoch_num": 4096})
+    assert not path.exists() and log.partial.exists()
+    log.end("run_stop", metadata={"status": "success"}, time_ms=61000)
+    assert log.finish() == path and not log.partial.exists()
+    lines = path.read_text().splitlines()
+    assert all(line.startswith(":::MLLOG {") for line in lines)
+    events, problems = read_events(path)
+    assert not problems
+    assert [e.key for e in events] == ["run_start", "eval_accuracy", "run_stop"]
+    assert events[1].metadata["epoch_num"] == 4096
+    assert events[1].metadata["file"].endswith("test_mllog.py")  # the caller, not the wrapper
+    assert time_to_train_ms(events) == 60000
+
+
+def test_discard_leaves_nothing(tmp_path):
+    log = RunLog(tmp_path / "result_0.txt")
+    log.start("init_start")
+    log.discard()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_reader_strips_prefixes_and_reports_bad_lines(tmp_path):
+    path = tmp_path / "log.txt"
+    path.write_text(
+        'Processing :::MLLOG {"namespace": "", "time_ms": 5, "event_type": "POINT_IN_TIME", "key": "a", "value": 1, "metadata": {}}\n'
+        "plain output\n"
+        '0: :::MLLOG {"namespace": "", "time_ms": 3, "event_type": "POINT_IN_TIME", "key": "b", "value": 2, "metadata": {}}\n'
+        ":::MLLOG {broken\n"
+    )
+    events, problems = read_events(path)
+    assert [e.key for e in events] == ["a", "b"]
+    assert len(problems) == 1 and problems[0].lineno == 4 and str(path) in str(problems[0])

@@ -1,0 +1,164 @@
+"""End-to-end runs of gpt3-tiny through the CLI, and the log they leave."""
+
+import json
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+import torch
+
+from trainclock.cli import main
+from trainclock.mllog import RunLog
+from trainclock.mllog.reader import read_events
+from trainclock.review.time_to_train import time_to_train_ms
+from trainclock.train.job import TrainJob
+from trainclock.train.loop import TrainOptions
+from trainclock.train.run import RunRequest, _log_header
+from trainclock.workloads.gpt3.benchmark import log_keys, optim_config
+from trainclock.workloads.gpt3.spec import get_member
+
+import official_checker
+
+
+def run_tiny(tmp_path, corpus_dir, *extra):
+    out = tmp_path / "out"
+    code = main(["run", "gpt3-tiny", "--data", str(corpus_dir), "--out", str(out), "--no-progress", *extra])
+    logs = sorted(out.glob("results/*/gpt3-tiny/result_*.txt"))
+    return code, out, logs
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory, corpus_dir):
+    tmp = tmp_path_factory.mktemp("tiny")
+    code, out, logs = run_tiny(tmp, corpus_dir, "--seed", "7")
+    return code, out, logs
+
+
+def test_tiny_trains_to_its_target(tiny_run):
+    code, out, logs = tiny_run
+    assert code == 0 and len(logs) == 1
+    events, problems = read_events(logs[0])
+    assert not problems
+    evals = [e.value for e in events if e.key == "eval_accuracy"]
+    target = get_member("gpt3-tiny").target_log_perplexity
+    assert evals[-1] <= target < evals[0]  # reached the target, from above it
+    stop = [e for e in events if e.key == "run_stop"][0]
+    assert stop.metadata["status"] == "success"
+    metrics = [json.loads(line) for line in logs[0].with_name("result_0.metrics.jsonl").read_text().splitlines()]
+    losses = [m["loss"] for m in metrics if "loss" in m]
+    assert sum(losses[-5:]) / 5 < 0.6 * sum(losses[:5]) / 5  # the training loss fell
+
+
+def test_the_log_passes_the_official_common_rules(tiny_run):
+    _, _, logs = tiny_run
+    assert official_checker.check(logs[0]) == []
+
+
+def test_the_log_has_every_required_key_once_and_in_order(tiny_run):
+    _, out, logs = tiny_run
+    events, _ = read_events(logs[0])
+    keys = [e.key for e in events]
+    counts = Counter(keys)
+    once = ["submission_benchmark", "submission_org", "submission_division", "submission_status", "submission_platform",
+            "init_stop", "run_start", "run_stop", "global_batch_size", "max_sequence_length", "gradient_accumulation_steps",
+            "opt_name", "opt_base_learning_rate", "opt_end_learning_rate", "opt_learning_rate_warmup_steps",
+            "opt_learning_rate_decay_steps", "opt_learning_rate_decay_schedule", "opt_adam_beta_1", "opt_adam_beta_2",
+            "opt_adam_epsilon", "opt_gradient_clip_norm", "seed", "train_samples", "eval_samples", "cache_clear"]
+    for key in once:
+        assert counts[key] == 1, key
+    assert keys[0] == "init_start"
+    assert max(keys.index(k) for k in once if k.startswith("submission_")) < keys.index("init_stop") < keys.index("run_start")
+    assert counts["eval_start"] == counts["eval_accuracy"] == counts["eval_stop"] >= 2
+    assert counts["block_start"] == counts["block_stop"]
+    assert all("file" in e.metadata and "lineno" in e.metadata for e in events)
+    evals = [e for e in events if e.key == "eval_accuracy"]
+    assert all(e.metadata["epoch_num"] % get_member("gpt3-tiny").seq_len == 0 for e in evals)  # tokens
+    system = json.loads(next(out.glob("systems/*.json")).read_text())
+    assert system["framework"].startswith("PyTorch") and system["division"] == "open"
+
+
+def test_printed_time_to_train_equals_run_stop_minus_run_start(tmp_path, corpus_dir, capsys):
+    code, _, logs = run_tiny(tmp_path, corpus_dir, "--seed", "7", "--max-samples", "1024")
+    printed = capsys.readouterr().out
+    events, _ = read_events(logs[0])
+    minutes = time_to_train_ms(events) / 60000
+    assert f"{minutes:.3f} min" in printed
+
+
+def curve(tmp_path, corpus_dir, seed):
+    _, _, logs = run_tiny(tmp_path, corpus_dir, "--seed", str(seed), "--max-samples", "640")
+    metrics = logs[-1].with_name(logs[-1].stem + ".metrics.jsonl").read_text().splitlines()
+    return [json.loads(m)["loss"] for m in metrics if "loss" in json.loads(m)]
+
+
+def test_same_seed_same_curve_other_seed_other_curve(tmp_path, corpus_dir):
+    a, b, c = curve(tmp_path, corpus_dir, 1), curve(tmp_path, corpus_dir, 1), curve(tmp_path, corpus_dir, 2)
+    assert len(a) == 20 and a == b
+    assert a != c
+
+
+def test_the_175b_header_satisfies_the_official_closed_gpt3_rules(tmp_path):
+    spec = get_member("gpt3-175b")
+    job = TrainJob(workload=spec.name, mlperf_benchmark="gpt3", division="closed", model=torch.nn.Identity(),
+                   batch=None, evaluate=None, metric_name="", target=2.69, global_batch_size=spec.global_batch_size,
+                   micro_batch_size=1, tokens_per_sample=2048, flops_per_sample=0, optim=optim_config(spec),
+                   eval_every_samples=spec.eval_every_samples, eval_samples=11590004, max_samples=spec.max_samples,
+                   log_keys=log_keys(spec, "c4"))
+    request = RunRequest(workload=spec.name, out=tmp_path, seed=1, options=TrainOptions(device=torch.device("cpu")))
+    log = RunLog(tmp_path / "result_0.txt")
+    log.start("init_start")
+    _log_header(log, job, request, "test-system")
+    log.end("init_stop")
+    log.start("run_start")
+    log.start("block_start", metadata={"first_epoch_num": 0, "epoch_count": 50331648})
+    log.end("block_stop", metadata={"first_epoch_num": 0})
+    log.start("eval_start", metadata={"epoch_num": 50331648})
+    log.event("eval_accuracy", 2.68, metadata={"epoch_num": 50331648})
+    log.end("eval_stop", metadata={"epoch_num": 50331648})
+    log.event("train_samples", 50331648)
+    log.end("run_stop", metadata={"status": "success"})
+    assert official_checker.check(log.finish(), follow=True) == []
+
+
+BAD_INPUTS = {
+    "unknown benchmark": (["run", "gpt3-huge"], "unknown GPT-3 member"),
+    "absurd batch": (["run", "gpt3-tiny", "--gbs", "0"], "global batch size 0"),
+    "batch not divisible": (["run", "gpt3-tiny", "--gbs", "30", "--micro-batch", "8"], "must be positive and divide"),
+    "175b on a cpu": (["run", "gpt3-175b", "--device", "cpu"], "GiB"),
+    "missing data": (["run", "gpt3-tiny", "--data", "/nonexistent/corpus.txt"], "no data files found"),
+    "negative limit": (["run", "gpt3-tiny", "--max-minutes", "-1"], "must be positive"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS)
+def test_bad_input_gives_one_line_and_leaves_no_result(tmp_path, case, corpus_dir):
+    argv, message = BAD_INPUTS[case]
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "trainclock.cli", *argv, "--out", str(out), "--no-progress"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr
+    assert not list(out.rglob("result_*"))
+
+
+def test_unwritable_output_dir_is_reported(tmp_path, corpus_dir, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    code = main(["run", "gpt3-tiny", "--data", str(corpus_dir), "--out", str(blocker / "out"), "--no-progress"])
+    assert code == 2
+    assert "cannot write to output directory" in capsys.readouterr().err
+
+
+def test_corrupt_data_aborts_init_and_leaves_no_result(tmp_path, corpus_dir, capsys):
+    from trainclock.workloads.gpt3.data.prepare import prepare
+    from trainclock.workloads.gpt3.data.sources import parse_source
+
+    data = prepare(parse_source(str(corpus_dir)), get_member("gpt3-tiny").shape.vocab_size)
+    (data.folder / "train.bin").write_bytes(b"\x00" * 10)
+    code, out, _ = run_tiny(tmp_path, corpus_dir, "--seed", "1")
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "train.bin is corrupt" in err and "--force" in err
+    assert not list(out.rglob("result_*"))

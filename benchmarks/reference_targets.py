@@ -1,11 +1,13 @@
 """Measures a CPU member's quality target from reference runs and records the evidence.
 
-Each seed trains with no target for --minutes; the target is the worst (highest) best
-validation log perplexity any seed reached within --budget seconds of run_start, so every
-reference seed reaches it within the budget. Training does not depend on the target, so each
-seed's time-to-target under the chosen target is read off its own eval curve.
+Each seed trains with no target for --budget-tokens tokens; the target is the worst (highest)
+best validation log perplexity any seed reached within that budget, so every reference seed
+reaches it. The budget is in tokens, not seconds, so the target does not depend on how busy the
+machine was; pick it as the tokens this machine trains in the time you want (gpt3-mini: about
+500k tokens, 2 minutes at 4,000 tokens/s). Training does not depend on the target, so each
+seed's time-to-target is read off its own eval curve (and is only as quiet as the machine was).
 
-  python benchmarks/reference_targets.py gpt3-mini --seeds 1,2,3 --minutes 3 --budget 150 --write
+  python benchmarks/reference_targets.py gpt3-mini --seeds 1,2,3,4,5 --budget-tokens 491520 --write
 """
 
 from __future__ import annotations
@@ -28,10 +30,10 @@ from trainclock.workloads.gpt3.spec import get_member
 TARGETS = Path(benchmark.__file__).parent / "targets"
 
 
-def reference_run(name: str, seed: int, minutes: float, out: Path) -> dict:
+def reference_run(name: str, seed: int, budget_tokens: int, out: Path) -> dict:
     spec = get_member(name)
     device = torch.device("cpu")
-    options = TrainOptions(device=device, max_seconds=minutes * 60)
+    options = TrainOptions(device=device, max_samples=budget_tokens // spec.seq_len)
     request = RunRequest(workload=name, out=out, seed=seed, options=options, progress=False)
 
     def prepare():
@@ -52,25 +54,24 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("member")
     p.add_argument("--seeds", default="1,2,3")
-    p.add_argument("--minutes", type=float, default=3.0)
-    p.add_argument("--budget", type=float, default=150.0, help="seconds within which every seed must reach the target")
+    p.add_argument("--budget-tokens", type=int, required=True, help="tokens within which every seed must reach the target")
     p.add_argument("--write", action="store_true", help="write targets/<member>.json")
     args = p.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     with tempfile.TemporaryDirectory() as out:
-        runs = [reference_run(args.member, seed, args.minutes, Path(out)) for seed in seeds]
-    best_in_budget = [min(m for t, _, m in r["evals"] if t <= args.budget) for r in runs]
+        runs = [reference_run(args.member, seed, args.budget_tokens, Path(out)) for seed in seeds]
+    best_in_budget = [min(m for _, tokens, m in r["evals"] if tokens <= args.budget_tokens) for r in runs]
     target = round(max(best_in_budget) + 0.0005, 3)  # round up: every seed stays within the budget
     times = [time_to(target, r["evals"]) for r in runs]
-    for r, t in zip(runs, times):
+    for r, best, t in zip(runs, best_in_budget, times):
         r["time_to_target_s"] = t
-        print(f"seed {r['seed']}: best within {args.budget:.0f} s = {min(m for s, _, m in r['evals'] if s <= args.budget):.4f}, "
+        print(f"seed {r['seed']}: best within {args.budget_tokens:,} tokens = {best:.4f}, "
               f"time to {target} = {t:.1f} s, {r['tokens_per_s']} tokens/s, MFU {r['mfu']:.1%}")
     median = statistics.median(times)
     summary = (f"reference runs, seeds {args.seeds}, eager bf16 on 2 cores: every seed reaches {target} within "
-               f"{args.budget:.0f} s; median time-to-target {median:.1f} s")
+               f"{args.budget_tokens:,} tokens; median time-to-target {median:.1f} s in these runs")
     print(summary)
-    evidence = {"target_log_perplexity": target, "summary": summary, "budget_s": args.budget,
+    evidence = {"target_log_perplexity": target, "summary": summary, "budget_tokens": args.budget_tokens,
                 "machine": torch.__config__.parallel_info().splitlines()[0], "torch": torch.__version__, "runs": runs}
     if args.write:
         atomic_write_text(TARGETS / f"{args.member}.json", json.dumps(evidence, indent=1) + "\n")

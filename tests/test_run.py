@@ -42,11 +42,12 @@ def test_tiny_trains_to_its_target(tiny_run):
     assert not problems
     evals = [e.value for e in events if e.key == "eval_accuracy"]
     target = get_member("gpt3-tiny").target_log_perplexity
-    assert evals[-1] <= target < evals[0]  # reached the target, from above it
-    stop = [e for e in events if e.key == "run_stop"][0]
-    assert stop.metadata["status"] == "success"
     metrics = [json.loads(line) for line in logs[0].with_name("result_0.metrics.jsonl").read_text().splitlines()]
     losses = [m["loss"] for m in metrics if "loss" in m]
+    assert evals[-1] <= target < losses[0]  # reached the target, from above it
+    assert all(e > target for e in evals[:-1])  # and stopped at the first evaluation that did
+    stop = [e for e in events if e.key == "run_stop"][0]
+    assert stop.metadata["status"] == "success"
     assert sum(losses[-5:]) / 5 < 0.6 * sum(losses[:5]) / 5  # the training loss fell
 
 

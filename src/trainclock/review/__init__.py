@@ -1,1 +1,8 @@
-"""Reviewing MLPerf logs: time-to-train, compliance and scoring."""
+"""Reviewing MLPerf logs: compliance with the rules of the round, time-to-train, the official
+score of an entry, and the reference convergence check.
+
+The entry point is `trainclock.review.tree.review_path(path) -> list[EntryReview]` (entry.py),
+each with its runs as `RunReview` (run_review.py). Rules are data: the rule files of the
+mlperf-logging package and trainclock's own in rules/ (rulebook.py loads them, compliance.py
+evaluates them); scoring rules are rules/scoring.yaml.
+"""

@@ -21,7 +21,8 @@ class TrainJob:
     division: str  # "closed" only when model, data and hyperparameters are MLPerf's own
     model: nn.Module
     batch: Callable[[int], Batch]  # the global batch of an optimizer step
-    evaluate: Callable[[nn.Module, Callable[[], Any]], float]  # metric on the fixed validation set
+    # (metric sum, count) over shard (rank, ranks) of the fixed validation set; the loop averages
+    evaluate: Callable[[nn.Module, Callable[[], Any], tuple[int, int]], tuple[float, int]]
     metric_name: str  # e.g. "validation log perplexity"
     target: float  # quality target; lower is better
     global_batch_size: int
@@ -38,7 +39,3 @@ class TrainJob:
     def log_count(self, samples: int) -> int:
         """The progress count the MLPerf log uses for this benchmark (tokens or samples)."""
         return samples * self.tokens_per_sample if self.counts_in_tokens else samples
-
-    @property
-    def accumulation_steps(self) -> int:
-        return self.global_batch_size // self.micro_batch_size

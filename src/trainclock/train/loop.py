@@ -1,6 +1,7 @@
 """The training loop: steps with gradient accumulation, evaluation at a cadence counted in
 samples, stop at the quality target (success) or at a limit (aborted). Everything it does is
-written to the MLPerf log; nothing here knows which workload it trains."""
+written to the MLPerf log; nothing here knows which workload it trains, or how the model is
+parallelised (the ParallelContext gives its slice of each batch and the collective decisions)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,15 @@ import contextlib
 import json
 import math
 import time
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from typing import IO
 
 import torch
 
+from trainclock.dist.context import ParallelContext
 from trainclock.mllog import RunLog
 from trainclock.train.job import TrainJob
-from trainclock.train.optim import build_optimizer
 from trainclock.train.progress import TrainProgress
 
 
@@ -27,6 +28,31 @@ class TrainOptions:
     compile: bool = False
     max_seconds: float | None = None  # wall-clock limit on the timed region
     max_samples: int | None = None  # overrides the workload's limit
+    checkpoint_every_evals: int = 1  # with a checkpointer: save after every N-th evaluation
+
+
+@dataclass
+class LoopState:
+    """Everything the loop carries from step to step: what a checkpoint must restore."""
+
+    steps: int = 0
+    samples: int = 0
+    train_seconds: float = 0.0  # time in training steps (evaluation excluded)
+    elapsed_seconds: float = 0.0  # time since run_start, evaluation included (before any restart)
+    evals: list[tuple[int, float]] = field(default_factory=list)  # (logged count, metric)
+    next_eval: int = 0
+    block_first: int = 0
+    final_loss: float = math.nan
+    status: str = "aborted"
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "LoopState":
+        state = cls(**data)
+        state.evals = [tuple(e) for e in state.evals]
+        return state
 
 
 @dataclass
@@ -35,9 +61,13 @@ class TrainOutcome:
     steps: int
     samples: int
     tokens: int
-    train_seconds: float  # time in training steps (evaluation excluded)
-    evals: list[tuple[int, float]]  # (tokens trained, metric)
+    train_seconds: float
+    evals: list[tuple[int, float]]
     final_loss: float
+
+
+# Called after each evaluation with the loop state; saves a checkpoint when it decides to.
+Checkpoint = Callable[[LoopState], None]
 
 
 def autocast_context(options: TrainOptions):
@@ -46,107 +76,133 @@ def autocast_context(options: TrainOptions):
     return contextlib.nullcontext
 
 
-def warm_up(job: TrainJob, options: TrainOptions) -> None:
-    """Run one forward/backward and one evaluation-sized forward before the clock starts, so
+def local_micro_batch(job: TrainJob, ctx: ParallelContext) -> int:
+    return min(job.micro_batch_size, job.global_batch_size // ctx.dp_size)
+
+
+def warm_up(job: TrainJob, options: TrainOptions, ctx: ParallelContext) -> None:
+    """One forward/backward (and with compile, one evaluation) before the clock starts, so
     compilation and first-touch memory costs land in init, as MLPerf allows. No weights change."""
     autocast = autocast_context(options)
     x, y = job.batch(0)
+    rows = ctx.dp_slice(job.global_batch_size)
+    micro = local_micro_batch(job, ctx)
     with autocast():
-        loss = job.model(x[: job.micro_batch_size].to(options.device), y[: job.micro_batch_size].to(options.device))
+        loss = job.model(x[rows][:micro].to(options.device), y[rows][:micro].to(options.device))
     loss.backward()
     job.model.zero_grad(set_to_none=True)
-    if options.device.type == "cuda":
-        torch.cuda.synchronize(options.device)
+    if options.compile:
+        job.evaluate(job.model, autocast, (ctx.dp_rank, ctx.dp_size))
 
 
-def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, x_all: torch.Tensor, y_all: torch.Tensor,
-               micro_batch_size: int, clip_norm: float, autocast, device: torch.device) -> tuple[float, float]:
-    """One optimizer step over a global batch, accumulating gradients over micro-batches.
-    Returns the mean loss and the gradient norm before clipping (both synchronised)."""
-    n_micro = len(x_all) // micro_batch_size
+def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
+               micro_batch_size: int, clip_norm: float, autocast, device: torch.device,
+               ctx: ParallelContext) -> tuple[torch.Tensor, float]:
+    """One optimizer step over this rank's rows of a global batch, accumulating gradients over
+    micro-batches; data-parallel wrappers average the gradients across ranks. Returns the sum
+    of the micro-batch mean losses (not synchronised) and the gradient norm before clipping."""
+    n_micro = len(x) // micro_batch_size
     loss_sum = torch.zeros((), device=device)
     for m in range(n_micro):
         sl = slice(m * micro_batch_size, (m + 1) * micro_batch_size)
-        with autocast():
-            loss = model(x_all[sl].to(device, non_blocking=True), y_all[sl].to(device, non_blocking=True))
-        (loss / n_micro).backward()
-        loss_sum += loss.detach()
+        with ctx.grad_sync(model, enabled=m == n_micro - 1):
+            with autocast():
+                loss = model(x[sl].to(device, non_blocking=True), y[sl].to(device, non_blocking=True))
+            (loss / n_micro).backward()
+        loss_sum += loss.detach() / n_micro
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+    if hasattr(grad_norm, "full_tensor"):  # a DTensor under FSDP2 / tensor parallel
+        grad_norm = grad_norm.full_tensor()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    return (loss_sum / n_micro).item(), float(grad_norm)
+    return loss_sum, float(grad_norm)
 
 
-def train(job: TrainJob, options: TrainOptions, log: RunLog, metrics: IO[str], progress: TrainProgress) -> TrainOutcome:
-    """The timed region: from run_start to run_stop."""
+def evaluate(job: TrainJob, autocast, ctx: ParallelContext) -> float:
+    """The metric over the whole validation set: each data-parallel rank scores its shard."""
+    total, count = job.evaluate(job.model, autocast, (ctx.dp_rank, ctx.dp_size))
+    sums = ctx.dp_sum(torch.tensor([total, float(count)], dtype=torch.float64))
+    return float(sums[0] / sums[1])
+
+
+def train(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions, log: RunLog, metrics: IO[str],
+          progress: TrainProgress, ctx: ParallelContext, state: LoopState | None = None,
+          checkpoint: Checkpoint | None = None) -> TrainOutcome:
+    """The timed region. A fresh run logs run_start; a resumed one continues from `state`."""
     model, device = job.model, options.device
-    optimizer = build_optimizer(model, job.optim)
     autocast = autocast_context(options)
     max_samples = options.max_samples or job.max_samples
+    rows = ctx.dp_slice(job.global_batch_size)
+    micro = local_micro_batch(job, ctx)
     tokens_per_step = job.global_batch_size * job.tokens_per_sample
-
-    outcome = TrainOutcome("aborted", 0, 0, 0, 0.0, [], math.nan)
-    log.start("run_start")
-    run_start = time.perf_counter()
     block_count = job.log_count(job.eval_every_samples)
-    log.start("block_start", metadata={"first_epoch_num": 0, "epoch_count": block_count})
-    block_first = 0
-    next_eval = job.eval_every_samples
+
+    if state is None:
+        state = LoopState(next_eval=job.eval_every_samples)
+        log.start("run_start")
+        log.start("block_start", metadata={"first_epoch_num": 0, "epoch_count": block_count})
+    clock_start = time.perf_counter() - state.elapsed_seconds
+    evals_since_checkpoint = 0
     while True:
-        step = outcome.steps
         t0 = time.perf_counter()
-        lr = job.optim.lr_at(step)
+        lr = job.optim.lr_at(state.steps)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        x_all, y_all = job.batch(step)
-        loss_value, grad_norm = train_step(model, optimizer, x_all, y_all, job.micro_batch_size,
-                                           job.optim.gradient_clip_norm, autocast, device)
+        x_all, y_all = job.batch(state.steps)
+        loss_sum, grad_norm = train_step(model, optimizer, x_all[rows], y_all[rows], micro,
+                                         job.optim.gradient_clip_norm, autocast, device, ctx)
+        loss_value = float(ctx.dp_sum(loss_sum.double().cpu()) / ctx.dp_size)  # synchronises: the time is real
         step_seconds = time.perf_counter() - t0
 
-        outcome.steps += 1
-        outcome.samples += job.global_batch_size
-        outcome.tokens += tokens_per_step
-        outcome.train_seconds += step_seconds
-        outcome.final_loss = loss_value
-        elapsed = time.perf_counter() - run_start
-        _write(metrics, {"step": step, "samples": outcome.samples, "tokens": outcome.tokens, "time_s": round(elapsed, 4),
-                         "loss": loss_value, "lr": lr, "grad_norm": grad_norm,
-                         "tokens_per_s": tokens_per_step / step_seconds})
+        state.steps += 1
+        state.samples += job.global_batch_size
+        state.train_seconds += step_seconds
+        state.final_loss = loss_value
+        state.elapsed_seconds = time.perf_counter() - clock_start
+        count_now = job.log_count(state.samples)
+        _write(metrics, {"step": state.steps - 1, "samples": state.samples, "tokens": state.samples * job.tokens_per_sample,
+                         "time_s": round(state.elapsed_seconds, 4), "loss": loss_value, "lr": lr,
+                         "grad_norm": grad_norm, "tokens_per_s": tokens_per_step / step_seconds})
         if not math.isfinite(loss_value):
-            log.event("trainclock_diverged", loss_value, metadata={"epoch_num": outcome.tokens})
+            log.event("trainclock_diverged", None, metadata={"epoch_num": count_now})
             break
 
         reached = False
-        if outcome.samples >= next_eval or outcome.samples >= max_samples:
-            tokens_now = job.log_count(outcome.samples)
-            log.end("block_stop", metadata={"first_epoch_num": block_first})
-            log.start("eval_start", metadata={"epoch_num": tokens_now})
-            metric = job.evaluate(model, autocast)
-            log.event("eval_accuracy", metric, metadata={"epoch_num": tokens_now})
-            log.end("eval_stop", metadata={"epoch_num": tokens_now})
-            outcome.evals.append((tokens_now, metric))
-            _write(metrics, {"step": step, "samples": outcome.samples, "tokens": tokens_now,
-                             "time_s": round(time.perf_counter() - run_start, 4), "eval": metric})
+        if state.samples >= state.next_eval or state.samples >= max_samples:
+            log.end("block_stop", metadata={"first_epoch_num": state.block_first})
+            log.start("eval_start", metadata={"epoch_num": count_now})
+            metric = evaluate(job, autocast, ctx)
+            log.event("eval_accuracy", metric, metadata={"epoch_num": count_now})
+            log.end("eval_stop", metadata={"epoch_num": count_now})
+            state.evals.append((count_now, metric))
+            _write(metrics, {"step": state.steps - 1, "samples": state.samples, "tokens": state.samples * job.tokens_per_sample,
+                             "time_s": round(time.perf_counter() - clock_start, 4), "eval": metric})
             progress.evaluated(metric)
             reached = metric <= job.target
-            while next_eval <= outcome.samples:
-                next_eval += job.eval_every_samples
-            block_first = tokens_now
-        progress.stepped(outcome.steps, outcome.samples, loss_value, tokens_per_step / step_seconds)
+            while state.next_eval <= state.samples:
+                state.next_eval += job.eval_every_samples
+            state.block_first = count_now
+            state.elapsed_seconds = time.perf_counter() - clock_start
+            evals_since_checkpoint += 1
+            done = reached or state.samples >= max_samples
+            if checkpoint is not None and not done and evals_since_checkpoint >= options.checkpoint_every_evals:
+                checkpoint(state)
+                evals_since_checkpoint = 0
+        progress.stepped(state.steps, state.samples, loss_value, tokens_per_step / step_seconds)
         if reached:
-            outcome.status = "success"
+            state.status = "success"
             break
-        if outcome.samples >= max_samples:
+        out_of_time = options.max_seconds is not None and state.elapsed_seconds >= options.max_seconds
+        if state.samples >= max_samples or ctx.any(out_of_time):
             break
-        if options.max_seconds is not None and time.perf_counter() - run_start >= options.max_seconds:
-            break
-        if block_first == job.log_count(outcome.samples):
-            log.start("block_start", metadata={"first_epoch_num": block_first, "epoch_count": block_count})
-    if block_first != job.log_count(outcome.samples):
-        log.end("block_stop", metadata={"first_epoch_num": block_first})
-    log.event("train_samples", job.log_count(outcome.samples))
-    log.end("run_stop", metadata={"status": outcome.status})
-    return outcome
+        if state.block_first == count_now:
+            log.start("block_start", metadata={"first_epoch_num": state.block_first, "epoch_count": block_count})
+    if state.block_first != job.log_count(state.samples):
+        log.end("block_stop", metadata={"first_epoch_num": state.block_first})
+    log.event("train_samples", job.log_count(state.samples))
+    log.end("run_stop", metadata={"status": state.status})
+    return TrainOutcome(state.status, state.steps, state.samples, state.samples * job.tokens_per_sample,
+                        state.train_seconds, state.evals, state.final_loss)
 
 
 def _write(stream: IO[str], record: dict) -> None:

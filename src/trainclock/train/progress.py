@@ -8,8 +8,6 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 class TrainProgress:
     def __init__(self, total_samples: int, target: float, enabled: bool = True, console: Console | None = None) -> None:
-        self._target = target
-        self._last_eval = "-"
         self._progress = Progress(
             TextColumn("[bold]train"),
             BarColumn(),

@@ -1,31 +1,43 @@
 """One benchmark run, MLPerf style: init (untimed) -> run_start -> train to target -> run_stop,
-written into an official result tree:
+on one process or as one rank of a torchrun group, written into an official result tree:
 
-  <out>/results/<system>/<workload>/result_<i>.txt            the MLPerf log
+  <out>/results/<system>/<workload>/result_<i>.txt            the MLPerf log (rank 0 writes it)
   <out>/results/<system>/<workload>/result_<i>.metrics.jsonl  per-step metrics for plots
   <out>/systems/<system>.json                                 the system description
+  <out>/checkpoints/<system>/<workload>/result_<i>/step_<N>/  sharded checkpoints (when enabled)
+
+A run resumes (`--resume`, or after torchrun restarts a failed worker group) from the newest
+checkpoint of the newest unfinished result: the log and metrics continue from where that
+checkpoint left them, and the clock keeps running through the outage (wall time, as MLPerf).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+import torch.distributed as dist
+
+from trainclock.dist import env as dist_env
+from trainclock.dist.checkpoint import Checkpointer, latest, read_meta
+from trainclock.dist.context import ParallelContext
+from trainclock.dist.layout import Layout
 from trainclock.errors import UsageError
-from trainclock.mllog import RunLog
+from trainclock.mllog import NullLog, RunLog
 from trainclock.mllog.reader import read_events
 from trainclock.review.time_to_train import time_to_train_ms
 from trainclock.storage import atomic_write_text
 from trainclock.train import system
 from trainclock.train.job import TrainJob
-from trainclock.train.loop import TrainOptions, TrainOutcome, train, warm_up
+from trainclock.train.loop import LoopState, TrainOptions, TrainOutcome, local_micro_batch, train, warm_up
+from trainclock.train.optim import build_optimizer
 from trainclock.train.peak import matmul_peak_flops
 from trainclock.train.progress import TrainProgress
-
-import torch
 
 
 @dataclass(frozen=True)
@@ -34,10 +46,13 @@ class RunRequest:
     out: Path
     seed: int
     options: TrainOptions
+    layout: Layout = Layout()
     org: str = "trainclock"
     status: str = "onprem"  # MLPerf submission_status: onprem, cloud, preview, research
     system_name: str | None = None
     progress: bool = True
+    resume: bool = False
+    checkpoint_every_evals: int | None = None  # None: no checkpoints
 
 
 @dataclass(frozen=True)
@@ -49,52 +64,155 @@ class RunResult:
     time_to_train_s: float
     tokens_per_s: float  # training throughput, evaluation excluded
     achieved_flops: float
-    peak_flops: float  # measured matmul peak of this machine in the run's precision
+    peak_flops: float  # measured matmul peak of one process's device in the run's precision
+    world_size: int
 
     @property
     def mfu(self) -> float:
-        return self.achieved_flops / self.peak_flops
+        return self.achieved_flops / (self.peak_flops * self.world_size)
 
 
-def execute(request: RunRequest, prepare: Callable[[], TrainJob]) -> RunResult:
-    """Run a benchmark. `prepare` loads data and builds the model; it runs inside init."""
-    device = request.options.device
-    system_name = request.system_name or system.default_system_name(device)
+@dataclass(frozen=True)
+class _Slot:
+    """Where this run writes, decided by rank 0 and shared with every rank."""
+
+    log_path: Path | None = None
+    resume_from: Path | None = None
+    error: str | None = None
+
+
+# Builds the job (data, model) inside init; the model comes back parallelised for the context.
+Prepare = Callable[[ParallelContext], TrainJob]
+
+
+def execute(request: RunRequest, prepare: Prepare) -> RunResult | None:
+    """Run a benchmark. Returns the result on rank 0 and None on the other ranks."""
+    env = dist_env.current()
+    device = dist_env.device_for(env, request.options.device)
+    options = TrainOptions(**{**request.options.__dict__, "device": device})
+    dist_env.init_process_group(env, device)
+    try:
+        mesh = request.layout.mesh(device.type) if env.distributed else None
+        return _execute(request, options, ParallelContext(env, request.layout, mesh), prepare)
+    finally:
+        dist_env.destroy_process_group()
+
+
+def _execute(request: RunRequest, options: TrainOptions, ctx: ParallelContext, prepare: Prepare) -> RunResult | None:
+    env, device = ctx.env, options.device
+    system_name = request.system_name or system.default_system_name(device, per_node=env.world_size)
     results_dir = request.out / "results" / system_name / request.workload
-    try:
-        results_dir.mkdir(parents=True, exist_ok=True)
-        log_path = _reserve_result_path(results_dir)
-    except OSError as e:
-        raise UsageError(f"cannot write to output directory {request.out}: {e.strerror}; choose another with --out") from None
+    slot = _share(ctx, _claim_slot(request, results_dir, resume=request.resume or env.restart_count > 0) if env.is_main else None)
+    if slot.error:
+        raise UsageError(slot.error)
+    log_path = slot.log_path
+    checkpoints = request.out / "checkpoints" / system_name / request.workload / log_path.stem
+    identity = {"workload": request.workload, "seed": request.seed}
+    checkpointer = Checkpointer(checkpoints, ctx, identity)
+    resume_meta = read_meta(slot.resume_from) if slot.resume_from else None
 
-    log = RunLog(log_path)
-    log.start("init_start")
+    log = (RunLog(log_path, resume_at=resume_meta["offsets"]["log"] if resume_meta else None)
+           if env.is_main else NullLog())
+    if not resume_meta:
+        log.start("init_start")
     try:
-        job = prepare()
-        _log_header(log, job, request, system_name)
-        dtype = torch.bfloat16 if request.options.precision == "bf16" else torch.float32
-        peak = matmul_peak_flops(device, dtype)
-        warm_up(job, request.options)
-        log.end("init_stop")
+        job = prepare(ctx)
+        identity["global_batch_size"] = job.global_batch_size
+        optimizer = build_optimizer(job.model, job.optim)
+        if not resume_meta:
+            _log_header(log, job, request, system_name, ctx)
+        peak = matmul_peak_flops(device, torch.bfloat16 if options.precision == "bf16" else torch.float32)
+        warm_up(job, options, ctx)
+        state = None
+        if slot.resume_from:
+            loop_state, offsets = checkpointer.load(slot.resume_from, job.model, optimizer)
+            state = LoopState.from_json(loop_state)
+            log.event("trainclock_resumed", state.steps, metadata={"checkpoint": str(slot.resume_from),
+                                                                   "restart_count": env.restart_count})
+        else:
+            log.end("init_stop")
     except BaseException:
-        log.discard()
+        if not resume_meta:
+            log.discard()
         raise
 
     system_path = request.out / "systems" / f"{system_name}.json"
-    description = system.describe(system_name, device, request.org, job.division, request.status)
-    atomic_write_text(system_path, json.dumps(description, indent=2) + "\n")
-
     metrics_path = log_path.with_name(log_path.stem + ".metrics.jsonl")
-    total = request.options.max_samples or job.max_samples
-    with open(metrics_path, "w") as metrics, TrainProgress(total, job.target, enabled=request.progress) as progress:
-        outcome = train(job, request.options, log, metrics, progress)
-    log.finish()
+    if env.is_main:
+        description = system.describe(system_name, device, request.org, job.division, request.status,
+                                      accelerators_per_node=env.world_size if device.type == "cuda" else 0)
+        atomic_write_text(system_path, json.dumps(description, indent=2) + "\n")
+    metrics = _open_metrics(metrics_path, resume_meta["offsets"]["metrics"] if resume_meta else None) if env.is_main else open(os.devnull, "w")
 
+    def save_checkpoint(loop_state: LoopState) -> None:
+        offsets = {"log": log.flush(), "metrics": _flush(metrics)}
+        checkpointer.save(job.model, optimizer, loop_state.to_json(), offsets)
+
+    total = options.max_samples or job.max_samples
+    with metrics, TrainProgress(total, job.target, enabled=request.progress and env.is_main) as progress:
+        outcome = train(job, optimizer, options, log, metrics, progress, ctx, state,
+                        save_checkpoint if request.checkpoint_every_evals else None)
+    if not env.is_main:
+        return None
+    log.finish()
     events, _ = read_events(log_path)
     tokens_per_s = outcome.tokens / outcome.train_seconds if outcome.train_seconds else 0.0
     achieved = outcome.samples * job.flops_per_sample / outcome.train_seconds if outcome.train_seconds else 0.0
     return RunResult(log_path, metrics_path, system_path, outcome, time_to_train_ms(events) / 1000,
-                     tokens_per_s, achieved, peak)
+                     tokens_per_s, achieved, peak, env.world_size)
+
+
+def _claim_slot(request: RunRequest, results_dir: Path, resume: bool) -> _Slot:
+    try:
+        results_dir.mkdir(parents=True, exist_ok=True)
+        if resume:
+            slot = _resumable(request, results_dir)
+            if slot:
+                return slot
+            if request.resume:
+                return _Slot(error=f"nothing to resume in {results_dir}: no unfinished run with a complete checkpoint; "
+                                   "start a new run without --resume")
+        return _Slot(log_path=_reserve_result_path(results_dir))
+    except OSError as e:
+        return _Slot(error=f"cannot write to output directory {request.out}: {e.strerror}; choose another with --out")
+
+
+def _resumable(request: RunRequest, results_dir: Path) -> _Slot | None:
+    """The newest unfinished result (a .partial log) that has a complete checkpoint."""
+    system_name, workload = results_dir.parent.name, results_dir.name
+    partials = sorted(results_dir.glob("result_*.txt.partial"), key=lambda p: int(p.name.split("_")[1].split(".")[0]))
+    for partial in reversed(partials):
+        log_path = partial.with_name(partial.name.removesuffix(".partial"))
+        folder = request.out / "checkpoints" / system_name / workload / log_path.stem
+        newest = latest(folder)
+        if newest is not None:
+            return _Slot(log_path=log_path, resume_from=newest)
+    return None
+
+
+def _share(ctx: ParallelContext, slot: _Slot | None) -> _Slot:
+    if not ctx.env.distributed:
+        return slot
+    box = [slot]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def _open_metrics(path: Path, resume_at: int | None):
+    if resume_at is None:
+        return open(path, "w")
+    f = open(path, "r+")
+    f.truncate(resume_at)
+    f.seek(resume_at)
+    return f
+
+
+def _flush(stream) -> int:
+    stream.flush()
+    with contextlib.suppress(OSError, ValueError):
+        os.fsync(stream.fileno())
+        return stream.tell()
+    return 0
 
 
 def _reserve_result_path(folder: Path) -> Path:
@@ -112,17 +230,18 @@ def _reserve_result_path(folder: Path) -> Path:
         i += 1
 
 
-def _log_header(log: RunLog, job: TrainJob, request: RunRequest, system_name: str) -> None:
+def _log_header(log: RunLog, job: TrainJob, request: RunRequest, system_name: str, ctx: ParallelContext) -> None:
     log.event("submission_benchmark", job.mlperf_benchmark)
     log.event("submission_org", request.org)
     log.event("submission_division", job.division)
     log.event("submission_status", request.status)
     log.event("submission_platform", system_name)
     log.event("trainclock_workload", job.workload)
+    log.event("trainclock_parallel_layout", ctx.layout.describe(), metadata={"world_size": ctx.env.world_size})
     log.event("cache_clear", True)
     log.event("seed", request.seed)
     log.event("global_batch_size", job.global_batch_size)
-    log.event("gradient_accumulation_steps", job.accumulation_steps)
+    log.event("gradient_accumulation_steps", job.global_batch_size // ctx.dp_size // local_micro_batch(job, ctx))
     o = job.optim
     for key, value in [
         ("opt_name", "adam"),

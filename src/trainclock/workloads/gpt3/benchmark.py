@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -11,9 +13,11 @@ from trainclock.errors import ResourceError, UsageError
 from trainclock.train.job import TrainJob
 from trainclock.train.optim import OptimConfig
 from trainclock.workloads.gpt3.data.batches import train_batch, validation_set
+from trainclock.dist.context import ParallelContext
 from trainclock.workloads.gpt3.data.prepare import prepare
 from trainclock.workloads.gpt3.data.sources import parse_source
 from trainclock.workloads.gpt3.model import GPT
+from trainclock.workloads.gpt3.parallelize import check_layout, parallelize
 from trainclock.workloads.gpt3.spec import GPT3Spec
 
 MAX_GLOBAL_BATCH = 1 << 20
@@ -30,60 +34,76 @@ def resolve_batch(spec: GPT3Spec, global_batch_size: int | None, micro_batch_siz
         raise UsageError(
             f"micro-batch size {micro} must be positive and divide the global batch size {spec.global_batch_size}"
         )
-    from dataclasses import replace
-
     return replace(spec, micro_batch_size=micro)
 
 
-def check_fits(spec: GPT3Spec, device: torch.device) -> None:
-    """Refuse, with the numbers, a member that cannot train on this device."""
-    need = spec.training_memory_bytes()
+def check_batch_split(spec: GPT3Spec, data_parallel: int) -> None:
+    """Every data-parallel rank gets an equal, whole number of micro-batches of each global batch."""
+    per_rank, remainder = divmod(spec.global_batch_size, data_parallel)
+    micro = min(spec.micro_batch_size, per_rank)
+    if remainder or per_rank == 0 or per_rank % micro:
+        raise UsageError(f"global batch size {spec.global_batch_size} cannot be split evenly over {data_parallel} "
+                         f"data-parallel ranks in micro-batches of {micro}; pick a --gbs divisible by both")
+
+
+def check_fits(spec: GPT3Spec, device: torch.device, shards: int = 1) -> None:
+    """Refuse, with the numbers, a member that cannot train on this device (model states are
+    divided over `shards` processes: FSDP, tensor and pipeline parallel)."""
+    need = spec.training_memory_bytes(shards=shards)
     have = _available_memory(device)
     if have is not None and need > 0.9 * have:
         params = spec.shape.parameter_count() / 1e9
         raise ResourceError(
-            f"{spec.name} needs about {need / 2**30:,.0f} GiB to train on one {device.type} process "
+            f"{spec.name} needs about {need / 2**30:,.0f} GiB to train on each of {shards} {device.type} process(es) "
             f"(16 bytes x {params:.1f}B parameters for weights, gradients and Adam states, plus activations of "
             f"{spec.micro_batch_size} sequence(s)); this machine has {have / 2**30:,.0f} GiB available. "
             "Use a smaller member (e.g. gpt3-mini) or a GPU cluster"
         )
 
 
-def build_job(spec: GPT3Spec, data: str | None, seed: int, device: torch.device, compile: bool = False,
-              eval_sequences: int | None = None) -> TrainJob:
+def build_job(spec: GPT3Spec, data: str | None, seed: int, ctx: ParallelContext, device: torch.device,
+              compile: bool = False, eval_sequences: int | None = None) -> TrainJob:
+    check_layout(spec.shape, ctx)
     source = parse_source(data or spec.corpus)
-    prepared = prepare(source, spec.shape.vocab_size)
+    prepared = ctx.main_first(lambda: prepare(source, spec.shape.vocab_size))  # one rank tokenizes
     if prepared.tokenizer.get_vocab_size() > spec.shape.vocab_size:
         raise UsageError(f"tokenizer in {prepared.folder} has more tokens than {spec.name}'s vocabulary")
     n_eval = eval_sequences or spec.eval_sequences
     val_x, val_y = validation_set(prepared.val, n_eval, spec.seq_len)
     train_batch(prepared.train, seed, 0, 1, spec.seq_len)  # fails now, in init, if the split is too small
 
-    torch.manual_seed(seed)
-    model = GPT(spec.shape).to(device)
-    runnable = torch.compile(model) if compile else model
+    torch.manual_seed(seed)  # the same initial weights on every rank and at every world size
+    model = parallelize(GPT(spec.shape).to(device), ctx, compile)
 
     def batch(step: int):
         return train_batch(prepared.train, seed, step, spec.global_batch_size, spec.seq_len)
 
-    def evaluate(m: torch.nn.Module, autocast) -> float:
-        """Validation log perplexity: mean next-token cross-entropy in nats over the fixed set."""
+    def evaluate(m: torch.nn.Module, autocast, shard: tuple[int, int]) -> tuple[float, int]:
+        """Summed next-token cross-entropy (nats) over this shard of the fixed validation set.
+        Every shard runs the same number of forwards (FSDP ranks must meet in each one)."""
+        rank, ranks = shard
+        rows = range(rank * n_eval // ranks, (rank + 1) * n_eval // ranks)
+        micro = spec.micro_batch_size
+        forwards = math.ceil(math.ceil(n_eval / ranks) / micro)
         m.eval()
         total = torch.zeros((), dtype=torch.float64, device=device)
         with torch.no_grad():
-            for i in range(0, n_eval, spec.micro_batch_size):
-                x, y = val_x[i : i + spec.micro_batch_size].to(device), val_y[i : i + spec.micro_batch_size].to(device)
+            for i in range(forwards):
+                idx = list(rows[i * micro : (i + 1) * micro])
+                weight = len(idx)
+                idx = idx or [0]  # a rank out of rows still joins the forward, weighted 0
                 with autocast():
-                    total += m(x, y).double() * len(x)
+                    loss = m(val_x[idx].to(device), val_y[idx].to(device))
+                total += loss.double() * weight
         m.train()
-        return float(total / n_eval)
+        return float(total), len(rows)
 
     s = spec.shape
     return TrainJob(
         workload=spec.name,
         mlperf_benchmark=spec.mlperf_benchmark,
         division="closed" if spec.name == "gpt3-175b" and source.name == "c4" else "open",
-        model=runnable,
+        model=model,
         batch=batch,
         evaluate=evaluate,
         metric_name="validation log perplexity (nats/token)",

@@ -54,18 +54,18 @@ class GPTShape:
 class CausalSelfAttention(nn.Module):
     def __init__(self, shape: GPTShape) -> None:
         super().__init__()
-        self.n_head = shape.n_head
+        self.head_dim = shape.d_model // shape.n_head
+        # qkv rows are grouped by head ([q_h; k_h; v_h] for each head h, Megatron's layout), so a
+        # column-parallel split of this one matmul gives each tensor-parallel rank whole heads.
         self.qkv = nn.Linear(shape.d_model, 3 * shape.d_model)
         self.proj = nn.Linear(shape.d_model, shape.d_model)
 
     def forward(self, x_BTD: torch.Tensor) -> torch.Tensor:
-        B, T, D = x_BTD.shape
-        q_BTD, k_BTD, v_BTD = self.qkv(x_BTD).split(D, dim=2)
-        q_BHTK, k_BHTK, v_BHTK = (
-            t.view(B, T, self.n_head, D // self.n_head).transpose(1, 2) for t in (q_BTD, k_BTD, v_BTD)
-        )
+        B, T, _ = x_BTD.shape
+        qkv_BTH3K = self.qkv(x_BTD).view(B, T, -1, 3, self.head_dim)  # H: the heads on this rank
+        q_BHTK, k_BHTK, v_BHTK = qkv_BTH3K.permute(3, 0, 2, 1, 4).unbind(0)
         y_BHTK = F.scaled_dot_product_attention(q_BHTK, k_BHTK, v_BHTK, is_causal=True)
-        return self.proj(y_BHTK.transpose(1, 2).reshape(B, T, D))
+        return self.proj(y_BHTK.transpose(1, 2).reshape(B, T, -1))
 
 
 class MLP(nn.Module):

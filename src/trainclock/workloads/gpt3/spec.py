@@ -68,7 +68,7 @@ class GPT3Spec:
             init_checkpoint_step=round(self.init_checkpoint_step * ratio),
         )
 
-    def training_memory_bytes(self, micro_batch_size: int | None = None) -> int:
+    def training_memory_bytes(self, micro_batch_size: int | None = None, shards: int = 1) -> int:
         """Estimated memory to train on one process: fp32 weights, gradients and two Adam
         moments (16 bytes/parameter) plus activations of one micro-batch (about
         34*T*D + 5*H*T^2 bytes per layer and sequence in bf16, Korthikanti et al. 2022)."""
@@ -76,7 +76,7 @@ class GPT3Spec:
         T = s.context
         activations = s.n_layer * mb * (34 * T * s.d_model + 5 * s.n_head * T * T)
         logits = mb * T * s.vocab_size * 4 * 2  # fp32 logits and their gradient
-        return 16 * s.parameter_count() + activations + logits
+        return 16 * s.parameter_count() // shards + activations + logits
 
 
 def _paper_member(name: str, n_layer: int, d_model: int, n_head: int, batch_mtokens: float, lr: float) -> GPT3Spec:

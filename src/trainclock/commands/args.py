@@ -1,0 +1,26 @@
+"""Argument checks shared by the subcommands: each failure is a one-line UsageError."""
+
+from __future__ import annotations
+
+from trainclock.errors import UsageError
+
+
+def device(name: str):
+    import torch
+
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(name)
+    except RuntimeError:
+        raise UsageError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise UsageError(f"device type {dev.type!r} is not supported; use cpu or cuda")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda was asked for but no CUDA GPU is visible; use --device cpu")
+    return dev
+
+
+def positive(flag: str, value) -> None:
+    if value is not None and not value > 0:
+        raise UsageError(f"{flag} must be positive, got {value}")

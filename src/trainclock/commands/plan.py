@@ -1,0 +1,123 @@
+"""`trainclock plan MEMBER --accelerator ID --count N`: predict time-to-train, memory and cost of a
+GPT-3 member on a cluster; `--sweep` for a scaling curve; `--validate` for the calibration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trainclock.commands import args as checks
+from trainclock.errors import UsageError
+
+
+def register(sub) -> None:
+    plan = sub.add_parser("plan", help="predict time-to-train, memory and cost on a cluster (calibrated on MLPerf)")
+    plan.add_argument("benchmark", nargs="?", help="GPT-3 member, e.g. gpt3-175b (see `trainclock list`)")
+    plan.add_argument("--accelerator", help="catalogue id, e.g. h100-sxm, h200, a100-80gb, gaudi2, tpu-v5e, this-cpu")
+    plan.add_argument("--count", type=int, help="number of accelerators")
+    plan.add_argument("--sweep", help="accelerator counts for a scaling curve, e.g. 512,768,1536,3584,10752")
+    plan.add_argument("--gbs", type=int, help="global batch size in sequences (default: the best the layout search finds)")
+    plan.add_argument("--layout", help="e.g. tp=4,pp=8,vp=12,mb=1,sp=on,recompute=selective,zero=1,overlap=on,"
+                                       "precision=fp8 (unset keys from the software stack; default: search)")
+    plan.add_argument("--price", help="e.g. 37000/node-month or 2.10/gpu-hour, for the cost per run and per result")
+    plan.add_argument("--tokens", type=int, help="train this many tokens instead of the convergence model's")
+    plan.add_argument("--stack", help="calibration to use, e.g. h100-sxm/v3.1 (default: the accelerator's latest)")
+    plan.add_argument("--efficiency", type=float, help="fraction of peak FLOP/s the matmuls reach, overriding calibration")
+    plan.add_argument("--hardware", type=Path, action="append", default=[], metavar="FILE",
+                      help="TOML file of more accelerators (repeatable); see planner/catalogue.toml for the form")
+    plan.add_argument("--mlperf-results", type=Path, metavar="DIR",
+                      help="folder laid out as shared/mlperf-results (default: found beside the repository)")
+    plan.add_argument("--save", type=Path, help="write the --sweep curve here, atomically (.json or .csv)")
+    plan.add_argument("--top", type=int, default=5, help="how many of the fastest layouts to list (default: %(default)s)")
+    plan.add_argument("--validate", action="store_true", help="print the calibration, leave-one-out and extrapolation tables")
+    plan.add_argument("--list-hardware", action="store_true", help="print the accelerator catalogue")
+    plan.set_defaults(func=main)
+
+
+def main(args) -> int:
+    from trainclock.planner import tables
+    from trainclock.planner.hardware import find, load_catalogue
+
+    catalogue = load_catalogue(args.hardware)
+    if args.list_hardware:
+        tables.print_catalogue(catalogue)
+        return 0
+    if args.validate:
+        return _validate(args, catalogue)
+    if not args.benchmark:
+        raise UsageError("name a GPT-3 member to plan, e.g. `trainclock plan gpt3-175b --accelerator h100-sxm "
+                         "--count 3584`, or use --validate or --list-hardware")
+    if not args.accelerator:
+        raise UsageError("--accelerator is required, e.g. --accelerator h100-sxm (see --list-hardware)")
+    if (args.count is None) == (args.sweep is None):
+        raise UsageError("give either --count N or --sweep N1,N2,...")
+    if args.save and not args.sweep:
+        raise UsageError("--save writes a scaling curve: use it with --sweep")
+    if args.save:
+        from trainclock.planner.sweep import check_save_path
+
+        check_save_path(args.save)
+    for flag, value in (("--gbs", args.gbs), ("--tokens", args.tokens), ("--top", args.top)):
+        checks.positive(flag, value)
+    accelerator = find(catalogue, args.accelerator)
+    return _sweep(args, catalogue, accelerator) if args.sweep else _plan(args, catalogue, accelerator)
+
+
+def _planner(args, catalogue):
+    from trainclock.planner.planning import Planner
+    from trainclock.workloads.gpt3.spec import get_member
+
+    return Planner(get_member(args.benchmark), catalogue, args.mlperf_results)
+
+
+def _layout_fields(args) -> dict[str, object]:
+    from trainclock.planner.layout import parse_layout
+
+    return parse_layout(args.layout) if args.layout else {}
+
+
+def _price(args, accelerator):
+    from trainclock.planner.cost import parse_price
+
+    return parse_price(args.price, accelerator) if args.price else None
+
+
+def _plan(args, catalogue, accelerator) -> int:
+    from trainclock.planner import tables
+    from trainclock.planner.cost import run_cost
+
+    planner = _planner(args, catalogue)
+    given, price = _layout_fields(args), _price(args, accelerator)
+    calibrated = planner.calibrated(accelerator, args.stack, args.efficiency)
+    prediction, found = planner.plan(accelerator, args.count, calibrated, given, args.gbs, args.tokens)
+    tables.print_plan(prediction, calibrated, found, run_cost(prediction, price), price, args.top)
+    return 0
+
+
+def _sweep(args, catalogue, accelerator) -> int:
+    from trainclock.planner import sweep, tables
+
+    planner = _planner(args, catalogue)
+    given, price = _layout_fields(args), _price(args, accelerator)
+    calibrated = planner.calibrated(accelerator, args.stack, args.efficiency)
+    predictions = [planner.plan(accelerator, n, calibrated, given, args.gbs, args.tokens)[0]
+                   for n in sweep.parse_counts(args.sweep)]
+    points = sweep.curve(predictions, price)
+    tables.print_sweep(points, f"{planner.spec.name} on {accelerator.id}: predicted scaling ({calibrated.source})")
+    if args.save:
+        sweep.save_curve(points, args.save, {
+            "member": planner.spec.name, "accelerator": accelerator.id, "calibration": calibrated.source,
+            "matmul_efficiency": calibrated.efficiency.compute, "eval_overhead_s": calibrated.efficiency.eval_overhead_s,
+            "price": args.price, "layout_given": args.layout,
+        })
+        print(f"trainclock: scaling curve saved to {args.save}")
+    return 0
+
+
+def _validate(args, catalogue) -> int:
+    from trainclock.planner import calibrate, tables, validation
+    from trainclock.planner.mlperf_data import results_dir
+
+    data = calibrate.load_calibration_data(results_dir(args.mlperf_results), catalogue)
+    report = validation.validate(data)
+    tables.print_validation(report)
+    return 0 if report.meets_goal else 1

@@ -1,0 +1,30 @@
+"""`trainclock review PATH`: check MLPerf logs against the rules and score them as MLPerf does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def register(sub) -> None:
+    review = sub.add_parser("review", help="check and score MLPerf logs: one log, a benchmark folder or a result tree")
+    review.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+                        help="a result_N.txt, a folder of them, or a tree <org>/results/<system>/<benchmark>/")
+    review.add_argument("--round", dest="round_", metavar="ROUND",
+                        help="MLPerf Training rules to apply, 3.0 or 3.1 (default: from a v3.x folder in the path, else 3.1)")
+    review.add_argument("--rcp-dir", type=Path,
+                        help="reference convergence points, laid out training_<round>/rcps_<benchmark>.json "
+                             "(default: those of the mlperf-logging package)")
+    review.add_argument("-v", "--verbose", action="store_true", help="every finding and warning, and each run's convergence")
+    review.set_defaults(func=main)
+
+
+def main(args) -> int:
+    from trainclock.errors import UsageError
+    from trainclock.review.render import print_review
+    from trainclock.review.tree import review_path
+
+    if args.rcp_dir is not None and not args.rcp_dir.is_dir():
+        raise UsageError(f"--rcp-dir {args.rcp_dir} is not a folder; give one laid out training_<round>/rcps_<benchmark>.json")
+    entries = [entry for path in args.paths for entry in review_path(path, args.round_, args.rcp_dir)]
+    print_review(entries, verbose=args.verbose)
+    return 0 if all(entry.ok for entry in entries) else 1

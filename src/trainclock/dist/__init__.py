@@ -1,0 +1,1 @@
+"""Distributed training: process groups, parallelism wrappers and launchers (torchrun, Slurm, Kubernetes)."""

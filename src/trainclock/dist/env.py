@@ -1,0 +1,62 @@
+"""Who this process is in a distributed run (torchrun's environment), and the process group."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    rank: int
+    world_size: int
+    local_rank: int
+    restart_count: int  # torchrun's elastic restarts of the worker group so far
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def under_torchrun() -> bool:
+    return "TORCHELASTIC_RUN_ID" in os.environ or ("LOCAL_RANK" in os.environ and "WORLD_SIZE" in os.environ)
+
+
+def current() -> DistEnv:
+    return DistEnv(
+        rank=int(os.environ.get("RANK", 0)),
+        world_size=int(os.environ.get("WORLD_SIZE", 1)),
+        local_rank=int(os.environ.get("LOCAL_RANK", 0)),
+        restart_count=int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)),
+    )
+
+
+def device_for(env: DistEnv, requested: torch.device) -> torch.device:
+    """One GPU per process (by local rank) on CUDA; CPU processes share the host."""
+    if requested.type == "cuda":
+        return torch.device("cuda", env.local_rank if requested.index is None else requested.index)
+    return requested
+
+
+def init_process_group(env: DistEnv, device: torch.device) -> None:
+    """gloo on CPU, NCCL on GPU, chosen from the device."""
+    if not env.distributed or dist.is_initialized():
+        return
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timedelta(minutes=10))
+
+
+def destroy_process_group() -> None:
+    if dist.is_initialized():
+        with contextlib.suppress(Exception):
+            dist.destroy_process_group()

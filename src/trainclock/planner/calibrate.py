@@ -1,0 +1,236 @@
+"""Calibration: fit, per software stack (an accelerator in one MLPerf round), the two numbers the
+step-time model cannot know from datasheets, and test them on results left out of the fit.
+
+- compute efficiency: the fraction of peak FLOP/s the matmuls reach, fitted to the official
+  time-to-train of the stack's entries in the results table (each timed with the tokens its
+  scored run actually trained);
+- evaluation overhead: seconds each evaluation costs beyond its forward passes, fitted to the
+  evaluation times in the stack's result logs (eval_stop - eval_start). A stack whose log is
+  left out borrows the overhead of the same accelerator's other stack.
+
+Everything else (links, bubble, overlap, optimizer) comes from the catalogue and the layout.
+Predictions of left-out entries use the convergence model's tokens, as a user's would."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from scipy.optimize import least_squares
+
+from trainclock.errors import DataError, UsageError
+from trainclock.planner.convergence import ConvergenceModel, load_convergence
+from trainclock.planner.hardware import THIS_CPU, Accelerator, by_alias
+from trainclock.planner.layout import Layout, complete, parse_layout
+from trainclock.planner.mlperf_data import LogTiming, PublishedEntry, log_timing, read_published
+from trainclock.planner.predict import Prediction, predict
+from trainclock.planner.step_time import Efficiency, eval_seconds
+from trainclock.workloads.gpt3.spec import MEMBERS, GPT3Spec, get_member, target_evidence
+
+CPU_STACK = f"{THIS_CPU}/trainclock"
+CPU_LAYOUT = {"recompute": "none", "zero": 0, "overlap": False, "precision": "bf16"}
+_BOUNDS = {"compute": (0.01, 1.0), "eval_overhead_s": (0.0, 600.0)}
+
+
+@dataclass(frozen=True)
+class Stack:
+    id: str
+    accelerator: Accelerator
+    round: str
+    software: str
+    layout: dict[str, object]  # the fields its --layout string sets
+    layout_source: str
+    timing_entry: str  # key of the entry whose logs time its evaluations
+    timing_log: str  # that entry's result folder, relative to the MLPerf data folder
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A published result and how it was run."""
+
+    published: PublishedEntry
+    stack: Stack
+    layout: Layout
+    layout_source: str
+
+    @property
+    def key(self) -> str:
+        return self.published.key
+
+
+@dataclass(frozen=True)
+class CalibrationData:
+    spec: GPT3Spec
+    stacks: dict[str, Stack]
+    entries: tuple[Entry, ...]
+    timings: dict[str, LogTiming]  # by stack id
+    convergence: ConvergenceModel
+
+    def entry(self, key: str) -> Entry:
+        return next(e for e in self.entries if e.key == key)
+
+
+@dataclass(frozen=True)
+class StackFit:
+    stack: Stack
+    efficiency: Efficiency
+    overhead_source: str
+    fitted_on: tuple[str, ...]  # entry keys
+
+
+@dataclass(frozen=True)
+class Check:
+    """One entry's measured score against the model's."""
+
+    entry: Entry
+    fit: StackFit
+    measured_min: float
+    predicted_min: float  # tokens from the convergence model
+    timed_min: float  # tokens the scored run trained: the step-time model alone
+
+    @property
+    def error(self) -> float:
+        return self.predicted_min / self.measured_min - 1
+
+    @property
+    def timing_error(self) -> float:
+        return self.timed_min / self.measured_min - 1
+
+
+def load_calibration_data(folder: Path, catalogue: dict[str, Accelerator]) -> CalibrationData:
+    spec = get_member("gpt3-175b")
+    stacks, overrides = _read_submissions(catalogue)
+    entries = []
+    for published in read_published(folder):
+        stack_id = f"{by_alias(catalogue, published.accelerator_model).id}/v{published.round}"
+        if stack_id not in stacks:
+            raise DataError(f"{published.key}: no stack {stack_id!r} in planner/submissions.toml; describe how it ran")
+        stack = stacks[stack_id]
+        override, source = overrides.get(published.key, ({}, stack.layout_source))
+        layout = complete(Layout(), {**stack.layout, **override}, published.accelerators)
+        entries.append(Entry(published, stack, layout, source))
+    timings = {s.id: log_timing(folder / s.timing_log, spec.seq_len) for s in stacks.values()
+               if any(e.key == s.timing_entry for e in entries)}
+    return CalibrationData(spec, stacks, tuple(entries), timings, load_convergence(spec, lambda: folder))
+
+
+def _read_submissions(catalogue: dict[str, Accelerator]) -> tuple[dict[str, Stack], dict[str, tuple[dict, str]]]:
+    path = "planner/submissions.toml"
+    try:
+        table = tomllib.loads((resources.files("trainclock.planner") / "submissions.toml").read_text())
+        stacks = {sid: Stack(sid, catalogue[s["accelerator"]], s["round"], s["software"], parse_layout(s["layout"]),
+                             s["layout_source"], s["timing_entry"], s["timing_log"])
+                  for sid, s in table["stacks"].items()}
+        overrides = {key: (parse_layout(e.get("layout", "")), e["source"]) for key, e in table.get("entries", {}).items()}
+    except (KeyError, tomllib.TOMLDecodeError, UsageError) as e:
+        raise DataError(f"{path} is incomplete or malformed ({e}); every stack needs accelerator, round, software, "
+                        f"layout, layout_source, timing_entry and timing_log") from None
+    return stacks, overrides
+
+
+def entry_prediction(data: CalibrationData, entry: Entry, efficiency: Efficiency, tokens: int | None = None) -> Prediction:
+    """The model's run of a published entry: with `tokens` trained, else the convergence model's."""
+    p = entry.published
+    return predict(data.spec, entry.stack.accelerator, p.global_batch_size, entry.layout, efficiency,
+                   convergence=data.convergence, tokens=tokens)
+
+
+def modelled_eval_s(data: CalibrationData, entry: Entry, efficiency: Efficiency) -> float:
+    s = data.spec
+    return eval_seconds(s.shape, s.seq_len, s.eval_sequences, entry.layout, entry.stack.accelerator, efficiency)
+
+
+def fit(data: CalibrationData, keys: Iterable[str] | None = None) -> dict[str, StackFit]:
+    """Fit every stack that has entries among `keys` (default: all entries)."""
+    wanted = None if keys is None else set(keys)
+    chosen = [e for e in data.entries if wanted is None or e.key in wanted]
+    if not chosen:
+        raise ValueError("nothing to fit")
+    chosen_keys = {e.key for e in chosen}
+    stack_ids = sorted({e.stack.id for e in chosen})
+    own_log = [s for s in stack_ids if s in data.timings and data.stacks[s].timing_entry in chosen_keys]
+    lender = {s: s if s in own_log else _lender(data.stacks[s], [data.stacks[o] for o in own_log]) for s in stack_ids}
+
+    def efficiencies(x) -> dict[str, Efficiency]:
+        overhead = dict(zip(own_log, x[len(stack_ids):]))
+        return {s: Efficiency(float(x[i]), float(overhead.get(lender[s], 0.0))) for i, s in enumerate(stack_ids)}
+
+    def residuals(x) -> list[float]:
+        eff = efficiencies(x)
+        r = [math.log(entry_prediction(data, e, eff[e.stack.id], e.published.scored_run_tokens).time_to_train_s / 60
+                      / e.published.score_minutes) for e in chosen]
+        for s in own_log:
+            measured = data.timings[s].mean_eval_s
+            r.append(math.log(modelled_eval_s(data, data.entry(data.stacks[s].timing_entry), eff[s]) / measured))
+        return r
+
+    n_own = len(own_log)
+    lower = [_BOUNDS["compute"][0]] * len(stack_ids) + [_BOUNDS["eval_overhead_s"][0]] * n_own
+    upper = [_BOUNDS["compute"][1]] * len(stack_ids) + [_BOUNDS["eval_overhead_s"][1]] * n_own
+    solution = least_squares(residuals, [0.5] * len(stack_ids) + [1.0] * n_own, bounds=(lower, upper), x_scale="jac")
+    eff = efficiencies(solution.x)
+    return {s: StackFit(data.stacks[s], eff[s], _overhead_source(s, lender[s]),
+                        tuple(e.key for e in chosen if e.stack.id == s)) for s in stack_ids}
+
+
+def _lender(stack: Stack, with_logs: list[Stack]) -> str | None:
+    """The stack whose evaluation overhead a stack without its own log borrows: the same
+    accelerator's latest round."""
+    same = [s for s in with_logs if s.accelerator.id == stack.accelerator.id]
+    return max(same, key=lambda s: s.round).id if same else None
+
+
+def _overhead_source(stack_id: str, lender: str | None) -> str:
+    if lender == stack_id:
+        return "fitted to its evaluation log"
+    return f"borrowed from {lender}'s log" if lender else "no evaluation log: 0 s"
+
+
+def check(data: CalibrationData, fits: dict[str, StackFit], entries: Iterable[Entry]) -> list[Check]:
+    rows = []
+    for e in entries:
+        f = fits[e.stack.id]
+        rows.append(Check(e, f, e.published.score_minutes,
+                          entry_prediction(data, e, f.efficiency).time_to_train_s / 60,
+                          entry_prediction(data, e, f.efficiency, e.published.scored_run_tokens).time_to_train_s / 60))
+    return rows
+
+
+def leave_one_out(data: CalibrationData) -> list[Check]:
+    """Each entry predicted by a fit on all the others."""
+    rows = []
+    for e in data.entries:
+        rest = [o.key for o in data.entries if o.key != e.key]
+        if not any(data.entry(k).stack.id == e.stack.id for k in rest):
+            continue  # the only entry of its stack: nothing left to fit it with
+        rows.extend(check(data, fit(data, rest), [e]))
+    return rows
+
+
+def extrapolation(data: CalibrationData, max_fitted: int) -> list[Check]:
+    """Entries larger than `max_fitted` accelerators, predicted by a fit on the rest."""
+    small = [e.key for e in data.entries if e.published.accelerators <= max_fitted]
+    fits = fit(data, small)
+    return check(data, fits, [e for e in data.entries if e.published.accelerators > max_fitted and e.stack.id in fits])
+
+
+def error_summary(rows: list[Check]) -> tuple[float, float]:
+    """(mean absolute error, worst absolute error) of end-to-end predictions, as fractions."""
+    errors = [abs(r.error) for r in rows]
+    return statistics.fmean(errors), max(errors)
+
+
+def own_runs_efficiency() -> tuple[Efficiency, str]:
+    """This CPU's efficiency: the median MFU of trainclock's recorded reference runs, measured
+    against the same matmul peak the planner measures for this-cpu."""
+    mfus = [run["mfu"] for spec in MEMBERS.values() if spec.target_source.startswith("measured")
+            for run in (target_evidence(spec.name).get("runs") or []) if isinstance(run.get("mfu"), int | float)]
+    if not mfus:
+        raise DataError("no trainclock reference run records an MFU (workloads/gpt3/targets/*.json); "
+                        "give --efficiency F for this-cpu")
+    return Efficiency(statistics.median(mfus)), f"median MFU of {len(mfus)} trainclock reference runs"

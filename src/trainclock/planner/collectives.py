@@ -1,0 +1,78 @@
+"""Communication times: the alpha-beta model (latency per hop + bytes over bandwidth) of the
+collectives a training step uses, and how much of a bucketed collective hides behind compute.
+
+Sizes are the full buffer each rank holds (an all-reduce of S bytes moves 2(n-1)/n * S per rank)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from trainclock.planner.hardware import Accelerator
+from trainclock.planner.layout import spans_nodes
+
+# nccl-tests bus bandwidth reaches about 80% of the line rate on NVLink/NVSwitch and on
+# InfiniBand NDR; the same fraction is assumed for other fabrics.
+LINK_EFFICIENCY = 0.8
+
+
+@dataclass(frozen=True)
+class Link:
+    bandwidth: float  # achievable bytes/s per direction per rank
+    latency: float  # seconds per hop
+
+
+def group_link(accelerator: Accelerator, group: tuple[int, int]) -> Link:
+    """The link a communication group uses: the node's fabric if the group fits in one node,
+    otherwise the scale-out network, which then limits every ring step."""
+    if spans_nodes(group, accelerator.accelerators_per_node):
+        bandwidth, latency = accelerator.inter_node_bandwidth, accelerator.inter_node_latency
+    else:
+        bandwidth, latency = accelerator.intra_node_bandwidth, accelerator.intra_node_latency
+    return Link(bandwidth * LINK_EFFICIENCY, latency)
+
+
+def ring_all_reduce_seconds(size_bytes: float, ranks: int, link: Link) -> float:
+    """Reduce-scatter then all-gather around a ring: 2(n-1) steps of S/n bytes each."""
+    if ranks <= 1:
+        return 0.0
+    return 2 * (ranks - 1) / ranks * size_bytes / link.bandwidth + 2 * (ranks - 1) * link.latency
+
+
+def tree_all_reduce_seconds(size_bytes: float, ranks: int, link: Link) -> float:
+    """Pipelined double binary tree (NCCL's tree): reduce up and broadcast down, each moving the
+    whole buffer once per rank, with log2(n) hops of latency each way."""
+    if ranks <= 1:
+        return 0.0
+    return 2 * size_bytes / link.bandwidth + 2 * math.ceil(math.log2(ranks)) * link.latency
+
+
+def all_reduce_seconds(size_bytes: float, ranks: int, link: Link) -> float:
+    """The faster of ring and tree, as NCCL chooses: ring for large buffers, tree when the
+    ring's 2(n-1) latencies dominate (small buffers on many ranks)."""
+    return min(ring_all_reduce_seconds(size_bytes, ranks, link), tree_all_reduce_seconds(size_bytes, ranks, link))
+
+
+def reduce_scatter_seconds(size_bytes: float, ranks: int, link: Link) -> float:
+    """Half a ring all-reduce; an all-gather of the same buffer costs the same."""
+    return ring_all_reduce_seconds(size_bytes, ranks, link) / 2
+
+
+def send_seconds(size_bytes: float, link: Link) -> float:
+    return size_bytes / link.bandwidth + link.latency if size_bytes else 0.0
+
+
+def exposed_after_ready(ready_times: Sequence[float], bucket_seconds: float, compute_end: float) -> float:
+    """Communication left after compute ends when buckets are sent one after another, each as
+    soon as it is ready (gradients during the backward pass): first-in first-out."""
+    finish = -math.inf
+    for ready in ready_times:
+        finish = max(finish, ready) + bucket_seconds
+    return max(0.0, finish - compute_end)
+
+
+def delay_before_deadlines(deadlines: Sequence[float], bucket_seconds: float) -> float:
+    """How long compute must wait when buckets are fetched one after another from time 0 and
+    bucket i is needed at deadlines[i] (weights gathered before the forward pass uses them)."""
+    return max((0.0, *((i + 1) * bucket_seconds - deadline for i, deadline in enumerate(deadlines))))

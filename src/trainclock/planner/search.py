@@ -1,0 +1,115 @@
+"""Layout search: every valid way to lay a member out on N accelerators (divisibility, batch and
+schedule constraints, memory fit), ranked by predicted time-to-train. Fields the user fixes with
+--layout are kept; precision and overlap come from the software stack's template."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field, replace
+
+from trainclock.errors import UsageError
+from trainclock.planner.convergence import ConvergenceModel
+from trainclock.planner.hardware import Accelerator
+from trainclock.planner.layout import Layout, layout_problems
+from trainclock.planner.memory import memory_per_accelerator
+from trainclock.planner.predict import Prediction, predict
+from trainclock.planner.step_time import Efficiency
+from trainclock.workloads.gpt3.spec import GPT3Spec
+
+MICRO_BATCHES = (1, 2, 4, 8)
+RECOMPUTE_CHOICES = ("selective", "full")  # "none" keeps T^2 attention scores: never better with these
+
+
+@dataclass
+class SearchResult:
+    ranked: list[Prediction]  # layouts that fit, fastest first
+    rejected: Counter = field(default_factory=Counter)  # why the others were dropped
+    considered: int = 0
+    best_over_memory: Prediction | None = None  # fastest of those that do not fit, to show why
+
+
+def search(spec: GPT3Spec, accelerator: Accelerator, count: int, efficiency: Efficiency, template: Layout,
+           given: dict[str, object], global_batch_size: int | None, convergence: ConvergenceModel | None,
+           tokens: int | None = None) -> SearchResult:
+    result = SearchResult(ranked=[])
+    for layout in _candidates(spec, accelerator, count, template, given):
+        for gbs in batch_sizes(spec, layout, global_batch_size, convergence):
+            result.considered += 1
+            problems = layout_problems(layout, spec.shape, count, gbs)
+            if problems:
+                result.rejected[problems[0].split(":")[0]] += 1
+                continue
+            memory = memory_per_accelerator(spec.shape, spec.seq_len, gbs, layout, accelerator)
+            if not memory.fits:
+                result.rejected["memory"] += 1
+                if result.best_over_memory is None or memory.total < result.best_over_memory.memory.total:
+                    result.best_over_memory = predict(spec, accelerator, gbs, layout, efficiency, convergence, tokens)
+                continue
+            result.ranked.append(predict(spec, accelerator, gbs, layout, efficiency, convergence, tokens))
+    # ties (often: sharding that changes memory, not time) go to less traffic, then less memory
+    result.ranked.sort(key=lambda p: (p.time_to_train_s, p.step.dp_comm_s, p.memory.total))
+    return result
+
+
+def require_some(result: SearchResult, spec: GPT3Spec, accelerator: Accelerator, count: int,
+                 global_batch_size: int | None) -> None:
+    """A UsageError saying why the search found no layout that fits, if it found none."""
+    if result.ranked:
+        return
+    if result.best_over_memory is not None:
+        m = result.best_over_memory.memory
+        raise UsageError(f"no layout of {spec.name} on {count} x {accelerator.id} fits in memory: the smallest needs "
+                         f"{m.total / 1e9:,.1f} GB per accelerator of {m.usable / 1e9:,.1f} GB usable "
+                         f"({result.best_over_memory.layout.describe()}); use more accelerators or a bigger one")
+    reasons = "; ".join(f"{n} x {why}" for why, n in result.rejected.most_common(3)) or "no candidate layouts"
+    raise UsageError(f"no valid layout of {spec.name} on {count} x {accelerator.id}"
+                     f"{f' at --gbs {global_batch_size}' if global_batch_size else ''} (rejected: {reasons}); "
+                     f"change --count, --gbs or --layout")
+
+
+def _candidates(spec: GPT3Spec, accelerator: Accelerator, count: int, template: Layout, given: dict[str, object]):
+    shape = spec.shape
+    tps = [given["tp"]] if "tp" in given else [t for t in _divisors(shape.n_head)
+                                              if t <= accelerator.accelerators_per_node and count % t == 0]
+    for tp in tps:
+        pps = [given["pp"]] if "pp" in given else [p for p in _divisors(shape.n_layer) if count % (tp * p) == 0]
+        for pp in pps:
+            if count % (tp * pp):
+                continue
+            vps = [given["virtual_stages"]] if "virtual_stages" in given else (
+                _divisors(shape.n_layer // pp) if pp > 1 else [1])
+            for vp in vps:
+                for mb in [given["micro_batch"]] if "micro_batch" in given else MICRO_BATCHES:
+                    for recompute in [given["recompute"]] if "recompute" in given else RECOMPUTE_CHOICES:
+                        for zero in [given["zero"]] if "zero" in given else sorted({template.zero, 3}):
+                            yield replace(template, tp=tp, pp=pp, dp=given.get("dp", count // (tp * pp)),
+                                          virtual_stages=vp, micro_batch=mb, recompute=recompute, zero=zero,
+                                          sequence_parallel=given.get("sequence_parallel", template.sequence_parallel and tp > 1),
+                                          **{k: given[k] for k in ("overlap", "precision") if k in given})
+
+
+def batch_sizes(spec: GPT3Spec, layout: Layout, global_batch_size: int | None,
+                convergence: ConvergenceModel | None) -> list[int]:
+    """The given batch size, or for each convergence point the nearest batch the layout can run
+    (whole micro-batches per replica, in groups of pp when interleaved): at or above the point,
+    or below it at the top of the range."""
+    if global_batch_size is not None:
+        return [global_batch_size]
+    if convergence is None:
+        return [spec.global_batch_size]
+    unit = layout.dp * layout.micro_batch * (layout.pp if layout.virtual_stages > 1 else 1)
+    low, high = convergence.batch_range
+    sizes = set()
+    for point, _tokens in convergence.points:
+        above, below = math.ceil(point / unit) * unit, point // unit * unit
+        if above <= high:
+            sizes.add(above)
+        elif below >= low:
+            sizes.add(below)
+    return sorted(sizes)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+

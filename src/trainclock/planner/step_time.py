@@ -1,0 +1,209 @@
+"""Time of one optimizer step, and of one evaluation, of a GPT-3 member under a parallel layout.
+
+Per micro-batch: the matmul FLOPs at a calibrated fraction of the accelerator's peak (weights'
+matmuls at the layout's precision, attention at bf16), plus tensor-parallel collectives (2 in the
+forward and 2 in the backward of every layer). Per step: the 1F1B pipeline, m micro-batches plus
+a bubble of (p-1)/v micro-batches (Narayanan et al. 2021: bubble fraction (p-1)/(v*m + p-1)),
+pipeline sends, the data-parallel gradient reduce-scatter and weight all-gather with the part
+that overlap cannot hide, and the memory-bound Adam update."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from trainclock.planner import collectives as comm
+from trainclock.planner.hardware import Accelerator
+from trainclock.planner.layout import Layout
+from trainclock.planner.model_terms import attention_flops_per_token, parameter_flops_per_token
+from trainclock.workloads.gpt3.model import GPTShape
+
+# Bytes the Adam update reads and writes per parameter it owns: gradient (4), fp32 master weight
+# (read + write 8), two moments (16), and the bf16 copy written back (2); fp32 training keeps no copy.
+OPTIMIZER_BYTES = {"mixed": 30, "fp32": 28}
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """What calibration fits for a software stack."""
+
+    compute: float  # fraction of peak FLOP/s the matmuls reach
+    eval_overhead_s: float = 0.0  # fixed cost of one evaluation: loader, mode switch, loss reduction
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """Seconds one device spends on one micro-batch, and one pipeline send."""
+
+    forward: float  # matmuls of the forward pass
+    backward: float  # matmuls of the backward pass, recomputation included
+    recompute: float  # the recomputed part of `backward`
+    tp_forward: float  # tensor-parallel collectives
+    tp_backward: float
+    send: float  # one activation chunk to the next pipeline stage
+
+    @property
+    def compute(self) -> float:
+        return self.forward + self.backward
+
+    @property
+    def tp(self) -> float:
+        return self.tp_forward + self.tp_backward
+
+
+@dataclass(frozen=True)
+class StepBreakdown:
+    micro_batches: int
+    compute_s: float  # all micro-batches' matmuls
+    recompute_s: float  # part of compute_s
+    tp_comm_s: float
+    pp_comm_s: float  # pipeline sends that do not overlap compute
+    bubble_s: float  # pipeline fill and drain
+    dp_comm_s: float  # data-parallel traffic, hidden or not
+    dp_exposed_s: float  # the part of it the step waits for
+    optimizer_s: float
+
+    @property
+    def step_s(self) -> float:
+        return self.compute_s + self.tp_comm_s + self.pp_comm_s + self.bubble_s + self.dp_exposed_s + self.optimizer_s
+
+    def rows(self) -> list[tuple[str, float]]:
+        """(what, seconds) in the order a table shows them; they add up to step_s."""
+        return [("matmul compute" + (f" (recompute {self.recompute_s:.3g} s)" if self.recompute_s else ""), self.compute_s),
+                ("tensor-parallel collectives", self.tp_comm_s),
+                ("pipeline sends (exposed)", self.pp_comm_s),
+                ("pipeline bubble", self.bubble_s),
+                (f"data-parallel sync (exposed of {self.dp_comm_s:.3g} s)", self.dp_exposed_s),
+                ("optimizer update", self.optimizer_s)]
+
+
+def value_bytes(precision: str) -> int:
+    """Bytes per value of the activations and gradients that travel between devices: bf16 in
+    mixed precision (fp8 matmuls included), fp32 in fp32 training."""
+    return 4 if precision == "fp32" else 2
+
+
+def micro_batch_times(shape: GPTShape, seq_len: int, layout: Layout, accelerator: Accelerator,
+                      efficiency: Efficiency) -> MicroBatch:
+    tokens = layout.micro_batch * seq_len
+    shards = layout.tp * layout.pp
+    attention_precision = "fp32" if layout.precision == "fp32" else "bf16"
+    attention_peak = accelerator.peak_flops.get(attention_precision) or accelerator.peak(layout.precision)
+    # training FLOPs are 1/3 forward, 2/3 backward
+    forward = tokens / shards * (parameter_flops_per_token(shape, seq_len) / accelerator.peak(layout.precision)
+                                 + attention_flops_per_token(shape, seq_len) / attention_peak) / 3 / efficiency.compute
+    attention_forward = tokens / shards * attention_flops_per_token(shape, seq_len) / attention_peak / 3 / efficiency.compute
+    recompute = {"none": 0.0, "selective": attention_forward, "full": forward}[layout.recompute]
+
+    layers = shape.n_layer / layout.pp
+    activation = tokens * shape.d_model * value_bytes(layout.precision)
+    tp_collective = comm.all_reduce_seconds(activation, layout.tp, comm.group_link(accelerator, layout.tp_group()))
+    tp_recompute = 2 * layers * tp_collective if layout.recompute == "full" else 0.0
+    chunk = activation / (layout.tp if layout.sequence_parallel else 1)
+    send = comm.send_seconds(chunk, comm.group_link(accelerator, layout.pp_group())) if layout.pp > 1 else 0.0
+    return MicroBatch(forward=forward, backward=2 * forward + recompute, recompute=recompute,
+                      tp_forward=2 * layers * tp_collective, tp_backward=2 * layers * tp_collective + tp_recompute,
+                      send=send)
+
+
+def step_time(shape: GPTShape, seq_len: int, global_batch_size: int, layout: Layout, accelerator: Accelerator,
+              efficiency: Efficiency) -> StepBreakdown:
+    mb = micro_batch_times(shape, seq_len, layout, accelerator, efficiency)
+    m, p, v = layout.micro_batches(global_batch_size), layout.pp, layout.virtual_stages
+    sends_per_micro_batch = 2 * v * mb.send  # each model chunk sends forward and backward
+    per_micro_batch = mb.compute + mb.tp + (0.0 if layout.overlap else sends_per_micro_batch)
+    if layout.overlap:
+        # Sends hide behind other micro-batches' work, except on the critical path of the fill and
+        # drain: the first micro-batch's forward and the last one's backward cross every one of
+        # the p*v chunks in turn.
+        pp_comm = 2 * (p * v - 1) * mb.send if p > 1 else 0.0
+    else:
+        pp_comm = (m + (p - 1) / v) * sends_per_micro_batch
+    dp_total, dp_exposed = _data_parallel(shape, layout, accelerator, mb, m)
+    return StepBreakdown(
+        micro_batches=m,
+        compute_s=m * mb.compute,
+        recompute_s=m * mb.recompute,
+        tp_comm_s=m * mb.tp,
+        pp_comm_s=pp_comm,
+        bubble_s=(p - 1) / v * per_micro_batch,
+        dp_comm_s=dp_total,
+        dp_exposed_s=dp_exposed,
+        optimizer_s=optimizer_seconds(shape, layout, accelerator),
+    )
+
+
+def eval_seconds(shape: GPTShape, seq_len: int, eval_sequences: int, layout: Layout, accelerator: Accelerator,
+                 efficiency: Efficiency) -> float:
+    """One evaluation: a forward-only pipeline over the validation set, plus its fixed cost."""
+    mb = micro_batch_times(shape, seq_len, layout, accelerator, efficiency)
+    m = math.ceil(eval_sequences / (layout.dp * layout.micro_batch))
+    per_micro_batch = mb.forward + mb.tp_forward + (0.0 if layout.overlap else layout.virtual_stages * mb.send)
+    return (m + (layout.pp - 1) / layout.virtual_stages) * per_micro_batch + efficiency.eval_overhead_s
+
+
+def optimizer_seconds(shape: GPTShape, layout: Layout, accelerator: Accelerator) -> float:
+    """Adam is memory-bound: the bytes it touches over the memory bandwidth."""
+    owned = shape.parameter_count() / (layout.tp * layout.pp) / (layout.dp if layout.zero >= 1 else 1)
+    kind = "fp32" if layout.precision == "fp32" else "mixed"
+    return owned * OPTIMIZER_BYTES[kind] / accelerator.memory_bandwidth
+
+
+def _data_parallel(shape: GPTShape, layout: Layout, accelerator: Accelerator, mb: MicroBatch, m: int) -> tuple[float, float]:
+    """(total, exposed) seconds of data-parallel traffic per step. Gradients leave in per-layer
+    buckets as the last backward passes finish them (the interleaved schedule finishes chunk v
+    first, chunk 1 last), and weights come back in forward order before their first use."""
+    if layout.dp == 1:
+        return 0.0, 0.0
+    link = comm.group_link(accelerator, layout.dp_group())
+    shard_bytes = shape.parameter_count() / (layout.tp * layout.pp) * value_bytes(layout.precision)
+    buckets = shape.n_layer // layout.pp
+    bucket = shard_bytes / buckets
+    if layout.zero == 3:
+        # FSDP: weights gathered for the forward and again for the backward, gradients
+        # reduce-scattered, every micro-batch; hidden behind that micro-batch's compute
+        # (an all-gather costs what a reduce-scatter of the same buffer costs)
+        per_micro_batch = buckets * 3 * comm.reduce_scatter_seconds(bucket, layout.dp, link)
+        hidden = mb.compute if layout.overlap else 0.0
+        return m * per_micro_batch, m * max(0.0, per_micro_batch - hidden)
+    if layout.zero == 0:
+        reduce_bucket, gather_bucket = comm.all_reduce_seconds(bucket, layout.dp, link), 0.0
+    else:
+        reduce_bucket = gather_bucket = comm.reduce_scatter_seconds(bucket, layout.dp, link)
+    total = buckets * (reduce_bucket + gather_bucket)
+    if not layout.overlap:
+        return total, total
+    layers_per_chunk = buckets // layout.virtual_stages
+    ready, end = _gradient_ready_times(layout, m, mb.backward + mb.tp_backward, layers_per_chunk)
+    deadlines = _weight_deadlines(layout, m, mb.forward + mb.tp_forward, layers_per_chunk)
+    exposed = comm.exposed_after_ready(ready, reduce_bucket, end)
+    if gather_bucket:
+        exposed += comm.delay_before_deadlines(deadlines, gather_bucket)
+    return total, exposed
+
+
+def _gradient_ready_times(layout: Layout, m: int, backward: float, layers: int) -> tuple[list[float], float]:
+    """When each layer's gradient is final on the first stage (the last to finish), from the start
+    of the last group of backward passes, and when that group ends. Chunks run v..1; each takes
+    its last min(m, p) micro-batches, and the final one finishes the chunk's layers one by one."""
+    v, group = layout.virtual_stages, min(m, layout.pp)
+    per_chunk_pass = backward / v
+    ready, t = [], 0.0
+    for _chunk in range(v):
+        t += (group - 1) * per_chunk_pass
+        for _layer in range(layers):
+            t += per_chunk_pass / layers
+            ready.append(t)
+    return ready, t
+
+
+def _weight_deadlines(layout: Layout, m: int, forward: float, layers: int) -> list[float]:
+    """When each layer's weights are first needed in the next step's forward passes: chunk 1 on
+    its first min(m, p) micro-batches, then chunk 2, and so on."""
+    v, group = layout.virtual_stages, min(m, layout.pp)
+    per_chunk_pass = forward / v
+    deadlines, t = [], 0.0
+    for _chunk in range(v):
+        deadlines.extend(t + i * per_chunk_pass / layers for i in range(layers))
+        t += group * per_chunk_pass
+    return deadlines

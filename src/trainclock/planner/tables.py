@@ -1,0 +1,195 @@
+"""Terminal tables of plans, scaling curves, the layout ranking and the validation report."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from trainclock.planner import calibrate
+from trainclock.planner.calibrate import Check
+from trainclock.planner.cost import Price, RunCost
+from trainclock.planner.hardware import Accelerator
+from trainclock.planner.memory import RUNTIME_RESERVE
+from trainclock.planner.planning import Calibrated
+from trainclock.planner.predict import Prediction
+from trainclock.planner.search import SearchResult
+from trainclock.planner.sweep import CurvePoint
+from trainclock.planner.validation import GOAL_MEAN_ERROR, GOAL_WORST_ERROR, ValidationReport
+
+
+def _pairs(title: str, rows: list[tuple[str, str]]) -> Table:
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _count(n: float) -> str:
+    return f"{n / 1e9:,.1f}B" if n >= 1e9 else f"{n / 1e6:,.1f}M"
+
+
+def _gb(n_bytes: float) -> str:
+    return f"{n_bytes / 1e9:,.1f} GB"
+
+
+def print_plan(p: Prediction, calibrated: Calibrated, found: SearchResult | None, cost: RunCost, price: Price | None,
+               top: int = 5, console: Console | None = None) -> None:
+    console = console or Console()
+    spec, acc, s = p.spec, p.accelerator, p.step
+    nodes = -(-p.count // acc.accelerators_per_node)
+    how = (f"best of {len(found.ranked):,} layouts that fit ({found.considered:,} considered)" if found
+           else "as given (--layout), the rest from the stack")
+    console.print(_pairs(f"{spec.name} on {p.count:,} x {acc.id}", [
+        ("model", f"{_count(spec.shape.parameter_count())} parameters, {spec.shape.flops_per_token(spec.seq_len):.3e} "
+                  f"training FLOPs/token"),
+        ("system", f"{p.count:,} x {acc.name} in {nodes:,} node(s) of {acc.accelerators_per_node}"),
+        ("calibration", f"{calibrated.source}: matmuls at {p.efficiency.compute:.1%} of {p.layout.precision} peak, "
+                        f"{p.efficiency.eval_overhead_s:.2f} s fixed per evaluation"),
+        ("layout", f"{p.layout.describe()} ({how})"),
+        ("global batch", f"{p.global_batch_size:,} sequences of {spec.seq_len} tokens; {s.micro_batches} micro-batches "
+                         f"of {p.layout.micro_batch} per replica and step"),
+    ]))
+    console.print(_pairs("predicted time-to-train (run_start to run_stop, init excluded)", [
+        ("time-to-train", f"[bold]{p.time_to_train_s / 60:,.2f} min[/bold] ({p.time_to_train_s:,.0f} s)"),
+        ("tokens to target", f"{p.tokens:,} ({p.tokens_source})"),
+        ("training", f"{p.steps:,} steps x {s.step_s:.3f} s = {p.train_s:,.1f} s"),
+        ("evaluation", f"{p.evaluations} evaluations x {p.eval_s:.2f} s = {p.evals_s:,.1f} s"),
+        ("throughput", f"{p.tokens_per_s:,.0f} tokens/s training; MFU {p.mfu:.1%} of {p.layout.precision} peak"),
+        *([("[bold red]warning", "[bold red]this layout does not fit in memory (table below): it cannot run as given")]
+          if not p.memory.fits else []),
+    ]))
+    breakdown = Table(title="one training step", title_justify="left")
+    for col in ("part", "seconds", "share"):
+        breakdown.add_column(col, justify="left" if col == "part" else "right")
+    for label, seconds in s.rows():
+        breakdown.add_row(label, f"{seconds:.4f}", f"{seconds / s.step_s:.1%}")
+    breakdown.add_row("[bold]step", f"[bold]{s.step_s:.4f}", "100%")
+    console.print(breakdown)
+    _print_memory(p, console)
+    _print_cost(p, cost, price, console)
+    if found and len(found.ranked) > 1 and top > 1:
+        _print_ranking(found, top, console)
+
+
+def _print_memory(p: Prediction, console: Console) -> None:
+    m = p.memory
+    table = Table(title=f"memory per accelerator ({m.stage})", title_justify="left")
+    table.add_column("part")
+    table.add_column("GB", justify="right")
+    for label, n_bytes in m.rows():
+        table.add_row(label, f"{n_bytes / 1e9:,.2f}")
+    table.add_row("[bold]total", f"[bold]{m.total / 1e9:,.2f}")
+    verdict = "[green]fits[/green]" if m.fits else "[bold red]DOES NOT FIT[/bold red]"
+    table.add_row(verdict, f"of {m.usable / 1e9:,.2f} usable")
+    console.print(table)
+    console.print(f"usable: {_gb(m.capacity)} less {RUNTIME_RESERVE:.0%} kept for the runtime (context, fragmentation, buffers)")
+
+
+def _print_cost(p: Prediction, cost: RunCost, price: Price | None, console: Console) -> None:
+    rows = [("accelerator-hours", f"{cost.accelerator_hours:,.1f} per run")]
+    if price is not None and cost.per_run is not None:
+        rows.append(("price", f"{price.text} = {price.per_accelerator_hour:,.4g} per accelerator-hour"))
+        rows.append(("cost", f"{cost.per_run:,.0f} per run; {cost.per_result:,.0f} per result "
+                             f"({cost.runs_per_result} runs make an MLPerf {p.spec.mlperf_benchmark} result)"))
+    if cost.energy_kwh is not None:
+        rows.append(("energy", f"{cost.energy_kwh:,.1f} kWh per run at {p.accelerator.power_watts:g} W rated per "
+                               f"accelerator (hosts, network and cooling excluded)"))
+    console.print(_pairs("cost of the timed run", rows))
+
+
+def _print_ranking(found: SearchResult, top: int, console: Console) -> None:
+    table = Table(title=f"fastest layouts (of {len(found.ranked):,} that fit)", title_justify="left")
+    for col in ("#", "time-to-train (min)", "step (s)", "batch", "layout", "memory (GB)"):
+        table.add_column(col, justify="left" if col == "layout" else "right", overflow="fold")
+    for i, p in enumerate(found.ranked[:top], 1):
+        table.add_row(str(i), f"{p.time_to_train_s / 60:,.2f}", f"{p.step.step_s:.3f}", f"{p.global_batch_size:,}",
+                      p.layout.short(), f"{p.memory.total / 1e9:,.1f}")
+    rejected = ", ".join(f"{n:,} {why}" for why, n in found.rejected.most_common())
+    if rejected:
+        table.caption = f"rejected: {rejected}"
+    console.print(table)
+
+
+def print_sweep(points: list[CurvePoint], title: str, console: Console | None = None) -> None:
+    console = console or Console()
+    table = Table(title=title, title_justify="left")
+    with_cost = any(p.cost_per_run is not None for p in points)
+    columns = ["accel.", "nodes", "batch", "TTT (min)", "speedup", "TTT eff.", "tput eff.", "MFU", "GB",
+               *(["cost/run"] if with_cost else []), "layout"]
+    for col in columns:
+        table.add_column(col, justify="left" if col == "layout" else "right", overflow="fold")
+    for p in points:
+        table.add_row(f"{p.accelerators:,}", f"{p.nodes:,}", f"{p.global_batch_size:,}", f"{p.time_to_train_min:,.2f}",
+                      f"{p.speedup:.2f}x", f"{p.time_to_train_efficiency:.1%}", f"{p.throughput_efficiency:.1%}",
+                      f"{p.mfu:.1%}", f"{p.memory_gb:,.1f}", *([f"{p.cost_per_run:,.0f}"] if with_cost else []), p.layout_short)
+    table.caption = ("TTT: predicted time-to-train; against the first row, TTT eff. = (T(N)/T(kN))/k and tput eff. = "
+                     "training tokens/s per accelerator (evaluations excluded); GB: memory per accelerator")
+    console.print(table)
+
+
+def print_validation(report: ValidationReport, console: Console | None = None) -> None:
+    console = console or Console()
+    fits = Table(title="calibration: per software stack", title_justify="left")
+    for col in ("stack", "software", "entries", "matmul efficiency", "eval overhead (s)", "overhead from"):
+        fits.add_column(col, justify="right" if col in ("entries", "matmul efficiency", "eval overhead (s)") else "left")
+    for f in report.fits.values():
+        fits.add_row(f.stack.id, f.stack.software, str(len(f.fitted_on)), f"{f.efficiency.compute:.3f}",
+                     f"{f.efficiency.eval_overhead_s:.2f}", f.overhead_source)
+    console.print(fits)
+    console.print(_checks("fit on every entry: each entry against the fit", report.fitted))
+
+    logs = Table(title="result logs against the model (fitted to times-to-train and evaluation times only)",
+                 title_justify="left")
+    for col in ("stack", "log of", "step s: log", "model", "eval s: log", "model", "micro-batches: log", "model"):
+        logs.add_column(col, justify="left" if col in ("stack", "log of") else "right", overflow="fold")
+    for c in report.logs:
+        logs.add_row(c.stack, c.entry, f"{c.logged_step_s:.3f}", f"{c.model_step_s:.3f}", f"{c.logged_eval_s:.2f}",
+                     f"{c.model_eval_s:.2f}", str(c.logged_accumulation or "-"), str(c.model_micro_batches))
+    console.print(logs)
+
+    mean, worst = calibrate.error_summary(report.leave_one_out)
+    verdict = "[green]meets[/green]" if report.meets_goal else "[bold red]misses[/bold red]"
+    loo = _checks("leave-one-out: each entry predicted by a fit on all the others", report.leave_one_out)
+    loo.caption = (f"mean absolute error {mean:.1%}, worst {worst:.1%}: {verdict} the goal "
+                   f"(mean <= {GOAL_MEAN_ERROR:.0%}, worst <= {GOAL_WORST_ERROR:.0%})")
+    console.print(loo)
+    if report.extrapolation:
+        console.print(_checks("extrapolation: fitted on entries of <= 1,536 accelerators only", report.extrapolation))
+    if report.projections:
+        table = Table(title="projection beyond the table (fit on every entry)", title_justify="left")
+        for col in ("stack", "accelerators", "batch", "layout", "time-to-train (min)", "step (s)", "memory (GB)"):
+            table.add_column(col, justify="left" if col in ("stack", "layout") else "right", overflow="fold")
+        for pr in report.projections:
+            p = pr.prediction
+            table.add_row(pr.stack, f"{p.count:,}", f"{p.global_batch_size:,}", f"{pr.how}: {p.layout.short()}",
+                          f"{p.time_to_train_s / 60:.2f}", f"{p.step.step_s:.3f}", f"{p.memory.total / 1e9:.1f}")
+        console.print(table)
+
+
+def _checks(title: str, rows: list[Check]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col in ("entry", "accelerators", "batch", "measured (min)", "predicted (min)", "error", "step-time model only"):
+        table.add_column(col, justify="left" if col == "entry" else "right", overflow="fold")
+    for r in rows:
+        p = r.entry.published
+        table.add_row(r.entry.key, f"{p.accelerators:,}", f"{p.global_batch_size:,}", f"{r.measured_min:,.2f}",
+                      f"{r.predicted_min:,.2f}", f"{r.error:+.1%}", f"{r.timing_error:+.1%}")
+    table.caption = ("predicted: tokens from the convergence model; step-time model only: with the tokens the scored "
+                     "run trained")
+    return table
+
+
+def print_catalogue(catalogue: dict[str, Accelerator], console: Console | None = None) -> None:
+    console = console or Console()
+    table = Table(title="accelerators (add yours with --hardware FILE; this-cpu is measured when asked for)",
+                  title_justify="left")
+    for col in ("id", "name", "peak TFLOP/s", "memory", "per node", "intra-node GB/s", "inter-node GB/s", "power"):
+        table.add_column(col, justify="left" if col in ("id", "name", "peak TFLOP/s") else "right")
+    for a in catalogue.values():
+        peaks = ", ".join(f"{k} {v / 1e12:g}" for k, v in a.peak_flops.items())
+        table.add_row(a.id, a.name, peaks, _gb(a.memory_bytes), str(a.accelerators_per_node),
+                      f"{a.intra_node_bandwidth / 1e9:g}", f"{a.inter_node_bandwidth / 1e9:g}",
+                      f"{a.power_watts:g} W" if a.power_watts else "-")
+    console.print(table)

@@ -1,0 +1,91 @@
+"""`trainclock plan --validate`: how well the calibrated model reproduces the published results,
+and how well it predicts those it was not fitted on (leave-one-out, and extrapolation from
+small systems to large ones), plus a projection beyond the published table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainclock.planner import calibrate, search
+from trainclock.planner.calibrate import CalibrationData, Check, StackFit
+from trainclock.planner.layout import Layout, complete
+from trainclock.planner.mlperf_data import LogTiming
+from trainclock.planner.predict import Prediction, predict
+
+GOAL_MEAN_ERROR = 0.05  # mean absolute error on left-out entries
+GOAL_WORST_ERROR = 0.10
+EXTRAPOLATE_FROM = 1536  # fit on entries up to this many accelerators, predict the larger ones
+# Beyond the table: NVIDIA Eos's 10,752 H100 of MLPerf v3.1, at the 3,584-GPU entry's batch.
+PROJECTIONS = (("h100-sxm", 10752, 2688),)
+
+
+@dataclass(frozen=True)
+class LogCheck:
+    """A stack's result logs against the model, which was fitted to times to train (and to the
+    evaluation times), never to the step times."""
+
+    stack: str
+    entry: str
+    logged_step_s: float
+    model_step_s: float
+    logged_eval_s: float
+    model_eval_s: float
+    logged_accumulation: int | None  # gradient_accumulation_steps in the log
+    model_micro_batches: int
+
+
+@dataclass(frozen=True)
+class Projection:
+    stack: str
+    how: str  # which layout
+    prediction: Prediction
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    fits: dict[str, StackFit]
+    fitted: list[Check]
+    logs: list[LogCheck]
+    leave_one_out: list[Check]
+    extrapolation: list[Check]
+    projections: list[Projection]
+
+    @property
+    def meets_goal(self) -> bool:
+        mean, worst = calibrate.error_summary(self.leave_one_out)
+        return mean <= GOAL_MEAN_ERROR and worst <= GOAL_WORST_ERROR
+
+
+def validate(data: CalibrationData) -> ValidationReport:
+    fits = calibrate.fit(data)
+    return ValidationReport(
+        fits=fits,
+        fitted=calibrate.check(data, fits, data.entries),
+        logs=[_log_check(data, fits[s], t) for s, t in data.timings.items()],
+        leave_one_out=calibrate.leave_one_out(data),
+        extrapolation=calibrate.extrapolation(data, EXTRAPOLATE_FROM),
+        projections=[p for accelerator, count, gbs in PROJECTIONS for p in _projections(data, fits, accelerator, count, gbs)],
+    )
+
+
+def _log_check(data: CalibrationData, fit: StackFit, timing: LogTiming) -> LogCheck:
+    entry = data.entry(fit.stack.timing_entry)
+    run = calibrate.entry_prediction(data, entry, fit.efficiency, entry.published.scored_run_tokens)
+    return LogCheck(fit.stack.id, entry.key, timing.mean_step_s, run.step.step_s, timing.mean_eval_s, run.eval_s,
+                    timing.gradient_accumulation_steps, run.step.micro_batches)
+
+
+def _projections(data: CalibrationData, fits: dict[str, StackFit], accelerator: str, count: int, gbs: int) -> list[Projection]:
+    own = [f for f in fits.values() if f.stack.accelerator.id == accelerator]
+    if not own:
+        return []
+    fit = max(own, key=lambda f: f.stack.round)
+    stack = fit.stack
+    as_submitted = complete(Layout(), stack.layout, count)
+    found = search.search(data.spec, stack.accelerator, count, fit.efficiency, as_submitted, {}, gbs, data.convergence)
+    rows = [Projection(stack.id, "the stack's layout",
+                       predict(data.spec, stack.accelerator, gbs, as_submitted, fit.efficiency, data.convergence))]
+    if found.ranked:
+        rows.append(Projection(stack.id, "best layout found", found.ranked[0]))
+    return rows
+

@@ -1,0 +1,92 @@
+"""The terminal view of a review: one table row per entry, then what failed and why."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from trainclock.review.entry import INCOMPLETE, VALID, EntryReview
+from trainclock.review.run_review import RunReview
+
+VERDICT_STYLE = {VALID: "green", INCOMPLETE: "yellow"}
+WIDE = 160
+FINDINGS_SHOWN = 4  # per run, unless verbose: a broken log can fail the same rule thousands of times
+
+
+def print_review(entries: Sequence[EntryReview], console: Console | None = None, verbose: bool = False) -> None:
+    console = console or Console()
+    if not console.is_terminal:
+        console.width = max(console.width, WIDE)  # a file or pipe has no width to fit: keep rows whole
+    table = Table(title="MLPerf review: time-to-train in minutes (run_stop - run_start)", box=box.SIMPLE_HEAD,
+                  padding=0, show_edge=False)
+    for column in ("round", "org", "system", "benchmark", "accel.", "runs", "per run", "score", "RCP", "verdict"):
+        names = column in ("org", "system", "benchmark")
+        # a narrow terminal folds the names onto more lines and never cuts a number or verdict short
+        table.add_column(column, justify="left" if names or column in ("RCP", "verdict") else "right",
+                         overflow="fold", no_wrap=not names, min_width=5 if names else len(column))
+    for entry in entries:
+        table.add_row(*_row(entry))
+    console.print(table)
+    if any(e.context.round_source == "default" for e in entries):
+        console.print("* round assumed: no v3.x folder in the path; choose one with --round")
+    for entry in entries:
+        _print_details(entry, console, verbose)
+
+
+def _row(entry: EntryReview) -> list[str]:
+    c = entry.context
+    accelerators = entry.accelerators
+    runs = f"{len(entry.runs)}/{entry.rule.runs}" if entry.rule else str(len(entry.runs))
+    return [
+        c.round + ("*" if c.round_source == "default" else ""),
+        escape(entry.org or "?"),
+        escape(entry.system or "?"),
+        escape(entry.name),
+        "?" if accelerators is None else "CPU" if accelerators == 0 else f"{accelerators:,}",
+        runs,
+        "\n".join(_minutes(run) for run in entry.runs),
+        "—" if entry.score_minutes is None else f"{entry.score_minutes:.6f}",
+        _rcp(entry),
+        f"[{VERDICT_STYLE.get(entry.verdict, 'red')}]{entry.verdict}[/]",
+    ]
+
+
+def _rcp(entry: EntryReview) -> str:
+    if entry.rcp is None:
+        return "n/a"
+    hint = "" if entry.rcp.binding or entry.rcp.status in ("pass", "n/a") else "?"  # too few runs to bind
+    return {"fail": "[red]fail[/]", "pass": "[green]pass[/]"}.get(entry.rcp.status, entry.rcp.status) + hint
+
+
+def _minutes(run: RunReview) -> str:
+    shown = "—" if run.minutes is None else f"{run.minutes:.6f}"
+    return shown if run.passed else f"[red]✗{shown}[/]"
+
+
+def _print_details(entry: EntryReview, console: Console, verbose: bool) -> None:
+    problems = [run for run in entry.runs if run.errors or (verbose and run.findings)]
+    if not (entry.reasons or problems or verbose):
+        return
+    c = entry.context
+    console.print(f"\n[bold]{escape(' / '.join(x for x in (entry.org, entry.system, entry.name) if x))}[/] "
+                  f"({escape(str(c.folder))}): {entry.verdict}")
+    for reason in entry.reasons:
+        console.print(f"  {escape(reason)}")
+    if verbose and entry.rcp:
+        console.print(f"  RCP {entry.rcp.status}: {escape(entry.rcp.message)}")
+    for run in entry.runs:
+        if verbose:
+            reached = "not reached" if run.converged_at is None else f"{run.converged_at:,} {run.progress_unit or ''}"
+            console.print(f"  {escape(run.path.name)}: {run.status}, target {reached}, {len(run.evals)} evaluations")
+        shown = run.findings if verbose else run.errors
+        for finding in shown[: None if verbose else FINDINGS_SHOWN]:
+            where = f"{run.path}:{finding.lineno}" if finding.lineno else str(run.path)
+            style = "yellow" if finding.severity == "warning" else "red"
+            console.print(f"    [{style}]{escape(where)}[/]: {escape(finding.text)}")
+        if len(shown) > FINDINGS_SHOWN and not verbose:
+            console.print(f"    … and {len(shown) - FINDINGS_SHOWN} more (--verbose shows all)")
+

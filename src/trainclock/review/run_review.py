@@ -1,0 +1,174 @@
+"""The review of one run's log: compliance, time-to-train, convergence point and eval curve."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainclock.errors import DataError
+from trainclock.mllog.reader import Event, read_events
+from trainclock.review import compliance
+from trainclock.review.compliance import Finding, LogLine
+from trainclock.review.scoring import scoring_rule
+from trainclock.review.time_to_train import NoTimeToTrain, run_status, time_to_train_ms
+
+# where a log says how far training had got at an evaluation, in the result summarizer's order
+PROGRESS_FIELDS = ("samples_count", "epoch_num", "step_num")
+
+
+@dataclass(frozen=True)
+class EvalPoint:
+    progress: int | float | None  # in the benchmark's progress unit (tokens for gpt3)
+    value: Any  # the metric as logged (a number; a dict for multi-metric benchmarks)
+    metric: str | None  # metadata "metric" where one log mixes metrics (stable diffusion: FID, CLIP)
+    time_ms: int | float
+    lineno: int
+
+
+def _header_text(key: str) -> property:
+    return property(lambda self: _str_or_none(self.header.get(key)), doc=f"The log's {key}, if a string.")
+
+
+@dataclass(frozen=True)
+class RunReview:
+    path: Path
+    round: str  # the rules it was checked against, e.g. "3.1"
+    size_bytes: int
+    header: dict[str, Any]  # first value of each key logged before run_start: submission_*, hyperparameters
+    status: str  # run_stop's metadata status ("success", "aborted"), or "unfinished"
+    time_to_train_ms: int | float | None  # run_stop - run_start; None unless exactly one of each
+    findings: tuple[Finding, ...]
+    evals: tuple[EvalPoint, ...]  # the eval curve, in progress order
+    converged_at: int | float | None  # progress at the first evaluation that met the quality target
+    progress_unit: str | None  # "tokens", "samples", "steps", "epochs"; None for an unknown benchmark
+
+    @property
+    def passed(self) -> bool:
+        """Counts toward a score: complies with every rule and has a time-to-train."""
+        return self.time_to_train_ms is not None and not self.errors
+
+    @property
+    def minutes(self) -> float | None:
+        # the result summarizer's arithmetic (ms / 60 / 1000), for the very same float
+        return None if self.time_to_train_ms is None else self.time_to_train_ms / 60 / 1000
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "warning"]
+
+    benchmark = _header_text("submission_benchmark")
+    division = _header_text("submission_division")
+    org = _header_text("submission_org")
+    platform = _header_text("submission_platform")
+    workload = _header_text("trainclock_workload")  # trainclock's own workload (gpt3-mini); not in official logs
+
+    @property
+    def global_batch_size(self) -> int | None:
+        return _positive_int(self.header.get("global_batch_size"))
+
+    @property
+    def samples_to_converge(self) -> float | None:
+        """Training samples (sequences, images) at the convergence point."""
+        if self.converged_at is None or self.progress_unit not in ("samples", "tokens"):
+            return None
+        if self.progress_unit == "samples":
+            return self.converged_at
+        seq_len = _positive_int(self.header.get("max_sequence_length"))
+        return self.converged_at / seq_len if seq_len else None
+
+    @property
+    def tokens_to_converge(self) -> int | float | None:
+        """Tokens at the convergence point, for benchmarks that count in tokens (gpt3)."""
+        return self.converged_at if self.progress_unit == "tokens" else None
+
+
+def review_log(path: Path, round_: str) -> RunReview:
+    """Review one log under the rules of `round_` ("3.0", "3.1")."""
+    try:
+        events, malformed = read_events(path)
+        size = path.stat().st_size
+    except OSError as e:
+        raise DataError(f"cannot read log {path}: {e.strerror}; check that it is a readable file") from None
+    report = compliance.check(events, round_, malformed)
+    header = _header(events)
+    benchmark = header.get("submission_benchmark")
+    rule = scoring_rule(benchmark)
+    try:
+        ttt = time_to_train_ms(events)
+    except NoTimeToTrain:
+        ttt = None
+    return RunReview(
+        path=path,
+        round=round_,
+        size_bytes=size,
+        header=header,
+        status=run_status(events),
+        time_to_train_ms=ttt,
+        findings=tuple(report.findings),
+        evals=_eval_curve(events),
+        converged_at=_converged_at(report.target_met),
+        progress_unit=rule.progress if rule else None,
+    )
+
+
+def _header(events: list[Event]) -> dict[str, Any]:
+    header: dict[str, Any] = {}
+    for e in events:
+        if e.key == "run_start":
+            break
+        if e.event_type == "POINT_IN_TIME":
+            header.setdefault(e.key, e.value)
+    return header
+
+
+def _eval_curve(events: list[Event]) -> tuple[EvalPoint, ...]:
+    points = [EvalPoint(_progress(e.metadata), e.value, _str_or_none(e.metadata.get("metric")), e.time_ms, e.lineno)
+              for e in events if e.key == "eval_accuracy"]
+    # file order is not time order: sort by progress, then by time
+    return tuple(sorted(points, key=lambda p: (p.progress is None, p.progress or 0, p.time_ms)))
+
+
+def _converged_at(target_met: dict[str, list[LogLine]]) -> int | float | None:
+    """Progress at which every quality target (usually one: eval_accuracy's) was first met."""
+    if not target_met:
+        return None
+    firsts = []
+    for lines in target_met.values():
+        reached = [p for p in (_line_progress(line) for line in lines) if p is not None]
+        if not reached:
+            return None
+        firsts.append(min(reached))
+    return max(firsts)
+
+
+def _line_progress(line: LogLine) -> int | float | None:
+    # stable diffusion's rules build virtual lines with the step inside the value
+    progress = _progress(line.value.get("metadata") or {})
+    value = line.value.get("value")
+    if progress is None and isinstance(value, dict):
+        progress = _progress(value)
+    return progress
+
+
+def _progress(fields: dict) -> int | float | None:
+    for name in PROGRESS_FIELDS:
+        value = fields.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and math.isfinite(value):
+            return value
+    return None
+
+
+def _positive_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

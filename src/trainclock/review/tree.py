@@ -1,0 +1,96 @@
+"""Reviews whatever path it is given: one log, a benchmark folder of result_*.txt, a system's
+folder, or a whole MLPerf result tree (`[v3.1/]<org>/results/<system>/<benchmark>/result_<i>.txt`
+with `<org>/systems/<system>.json`). This is the entry point other packages call:
+
+    from trainclock.review.tree import review_path
+    for entry in review_path(Path("results")):
+        entry.score_minutes, entry.verdict, [run.minutes for run in entry.runs]
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from trainclock.errors import UsageError
+from trainclock.review.entry import EntryContext, EntryReview, review_entry
+from trainclock.review.json_files import system_description
+from trainclock.review.rulebook import round_has_rules
+from trainclock.review.run_review import review_log
+from trainclock.review.scoring import supported_rounds
+
+RESULT_LOG = re.compile(r"result_.*\.txt")
+# a round folder as the MLCommons repositories name them: v3.1, or training_results_v3.1
+ROUND_FOLDER = re.compile(r"(?:training_results_)?v(\d+\.\d+)")
+
+
+def review_path(path: Path, round_: str | None = None, rcp_dir: Path | None = None) -> list[EntryReview]:
+    """Every entry under `path`, reviewed and scored. `round_` ("3.0", "3.1") overrides the round a
+    v3.x/ folder in the path implies; without either, the latest supported round applies."""
+    if round_ is not None:
+        check_round(round_, "--round")
+    path = Path(path)
+    if not path.exists():
+        raise UsageError(f"no such file or folder: {path}; give a result log, a benchmark folder or a result tree")
+    entries = []
+    for folder, logs in find_entries(path):
+        context = entry_context(folder, round_)
+        entries.append(review_entry(context, [review_log(log, context.round) for log in logs], rcp_dir))
+    return entries
+
+
+def find_entries(path: Path) -> list[tuple[Path, list[Path]]]:
+    """(folder, its result logs in run order) for each folder holding result_*.txt under `path`;
+    a file given directly is reviewed alone, whatever its name."""
+    if path.is_file():
+        return [(path.parent, [path])]
+    found = []
+    for folder, dirs, files in os.walk(path):
+        dirs.sort()
+        logs = sorted((f for f in files if RESULT_LOG.fullmatch(f)), key=_natural)
+        if logs:
+            found.append((Path(folder), [Path(folder) / f for f in logs]))
+    if not found:
+        raise UsageError(f"no result_*.txt logs under {path}; give a result log, a benchmark folder or a result tree")
+    return found
+
+
+def entry_context(folder: Path, round_: str | None = None) -> EntryContext:
+    """Round, org, system and system description from where `folder` sits in a result tree."""
+    absolute = folder.resolve()
+    round_source = "option" if round_ else "path"
+    if round_ is None:
+        round_ = _round_from_path(absolute)
+        if round_ is None:
+            round_, round_source = supported_rounds()[-1], "default"
+        else:
+            check_round(round_, f"the folder v{round_} in {folder}")
+    system_dir = absolute.parent
+    if system_dir.parent.name != "results":
+        return EntryContext(folder, round_, round_source)
+    org_dir = system_dir.parent.parent
+    system_path = org_dir / "systems" / f"{system_dir.name}.json"
+    desc = system_description(system_path) if system_path.exists() else None
+    return EntryContext(folder, round_, round_source, org=org_dir.name, system=system_dir.name,
+                        benchmark_folder=absolute.name, system_desc=desc,
+                        system_path=system_path if desc is not None else None)
+
+
+def check_round(round_: str, source: str) -> None:
+    rounds = supported_rounds()
+    if round_ not in rounds or not round_has_rules(round_):
+        raise UsageError(f"round {round_!r} ({source}) has no rules in trainclock; it reviews rounds "
+                         f"{', '.join(rounds)}: pass --round with one of them")
+
+
+def _round_from_path(path: Path) -> str | None:
+    for part in reversed(path.parts):
+        if match := ROUND_FOLDER.fullmatch(part):
+            return match.group(1)
+    return None
+
+
+def _natural(name: str) -> list:
+    """result_2 before result_10."""
+    return [int(piece) if piece.isdigit() else piece for piece in re.split(r"(\d+)", name)]

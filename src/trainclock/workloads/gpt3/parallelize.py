@@ -1,0 +1,44 @@
+"""How a GPT model is parallelised, in torchtitan's fixed order: tensor parallel -> compile ->
+data parallel (FSDP2 or DDP). model.py stays free of all of this."""
+
+from __future__ import annotations
+
+import torch
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+from torch.nn.parallel import DistributedDataParallel
+
+from trainclock.dist.context import ParallelContext
+from trainclock.errors import UsageError
+from trainclock.workloads.gpt3.model import GPT
+
+
+def check_layout(model_shape, ctx: ParallelContext) -> None:
+    layout = ctx.layout
+    if layout.pp > 1:
+        raise UsageError("pipeline parallel (--pp) is not available yet for gpt3; use --tp and --fsdp or DDP")
+    if model_shape.n_head % layout.tp:
+        raise UsageError(f"tensor parallel degree {layout.tp} must divide the {model_shape.n_head} attention heads")
+    if layout.tp > 1 and layout.dp > 1 and not layout.fsdp:
+        raise UsageError("tensor parallel with more than one data-parallel replica needs --fsdp (2-D FSDP2 x TP)")
+
+
+def parallelize(model: GPT, ctx: ParallelContext, compile: bool) -> torch.nn.Module:
+    layout, mesh = ctx.layout, ctx.mesh
+    if mesh is not None and layout.tp > 1:
+        # Megatron-style: column-parallel qkv and MLP up (each rank holds whole heads), row-parallel
+        # output projections whose results are all-reduced; embeddings and LayerNorms replicated.
+        plan = {"attn.qkv": ColwiseParallel(), "attn.proj": RowwiseParallel(),
+                "mlp.up": ColwiseParallel(), "mlp.down": RowwiseParallel()}
+        for block in model.blocks:
+            parallelize_module(block, mesh["tp"], plan)
+    runnable: torch.nn.Module = torch.compile(model) if compile else model
+    if mesh is None or layout.dp == 1:
+        return runnable
+    if layout.fsdp:
+        dp_mesh = mesh["dp"]
+        for block in model.blocks:
+            fully_shard(block, mesh=dp_mesh)
+        fully_shard(model, mesh=dp_mesh)
+        return runnable
+    return DistributedDataParallel(runnable, process_group=mesh["dp"].get_group())

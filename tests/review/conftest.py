@@ -1,0 +1,54 @@
+"""Fixtures of the review tests: the real MLPerf logs in shared/ and trainclock-written logs."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis.configuration import set_hypothesis_home_dir
+
+from trainclock.review.tree import review_path
+
+from .trainclock_logs import write_tree
+
+# hypothesis keeps caches in ./.hypothesis, which the repository does not ignore
+set_hypothesis_home_dir(tempfile.mkdtemp(prefix="trainclock-hypothesis-"))
+
+# CI clones the repository with shared/ beside it
+SHARED_RESULTS = Path(__file__).resolve().parents[2] / ".." / "shared" / "mlperf-results"
+
+
+@pytest.fixture(scope="session")
+def shared_results() -> Path:
+    if not SHARED_RESULTS.is_dir():
+        pytest.skip(f"the MLPerf fixtures are not at {SHARED_RESULTS.resolve()}")
+    return SHARED_RESULTS.resolve()
+
+
+@pytest.fixture(scope="session")
+def shared_entries(shared_results):
+    """The review of all of shared/mlperf-results, by '<round folder>/<org>/<system>/<benchmark>'."""
+    return {_entry_id(e, shared_results): e for e in review_path(shared_results)}
+
+
+def _entry_id(entry, root: Path) -> str:
+    parts = entry.context.folder.relative_to(root).parts  # v3.1/NVIDIA/results/<system>/<benchmark>
+    return "/".join((parts[0], parts[1], parts[3], parts[4]))
+
+
+@pytest.fixture(scope="session")
+def trainclock_tree(tmp_path_factory) -> Path:
+    """A trainclock result tree of three passing gpt3-tiny runs, as `trainclock run` lays it out."""
+    return write_tree(tmp_path_factory.mktemp("trainclock-tree"), minutes=[1.5, 1.2, 1.7])
+
+
+@pytest.fixture
+def copy_of(tmp_path, shared_results):
+    """A writable copy of a folder of shared/mlperf-results (relative path), keeping its tree layout."""
+    def copy(relative: str) -> Path:
+        target = tmp_path / "copy" / relative
+        shutil.copytree(shared_results / relative, target)
+        return target
+    return copy

@@ -36,8 +36,8 @@ def reference_run(name: str, seed: int, budget_tokens: int, out: Path) -> dict:
     options = TrainOptions(device=device, max_samples=budget_tokens // spec.seq_len)
     request = RunRequest(workload=name, out=out, seed=seed, options=options, progress=False)
 
-    def prepare():
-        return replace(benchmark.build_job(spec, None, seed, device), target=0.0)  # never reached: full curve
+    def prepare(ctx, dev):
+        return replace(benchmark.build_job(spec, None, seed, ctx, dev), target=0.0)  # never reached: full curve
 
     result = execute(request, prepare)
     records = [json.loads(line) for line in result.metrics_path.read_text().splitlines()]

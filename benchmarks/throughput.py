@@ -17,6 +17,7 @@ import time
 
 import torch
 
+from trainclock.dist.context import single_process
 from trainclock.train.loop import train_step
 from trainclock.train.optim import build_optimizer
 from trainclock.train.peak import matmul_peak_flops
@@ -40,9 +41,11 @@ def measure(member: str, mode: str, steps: int, device: torch.device) -> dict:
     optimizer = build_optimizer(model, optim_config(spec))
     autocast = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if dtype == torch.bfloat16 else contextlib.nullcontext
 
+    ctx = single_process()
+
     def step(i: int) -> None:
         x, y = train_batch(data.train, 0, i, spec.global_batch_size, spec.seq_len)
-        train_step(runnable, optimizer, x, y, spec.micro_batch_size, spec.gradient_clip_norm, autocast, device)
+        train_step(runnable, optimizer, x, y, spec.micro_batch_size, spec.gradient_clip_norm, autocast, device, ctx)
 
     t0 = time.perf_counter()
     for i in range(3):  # warm-up: compilation, first-touch memory

@@ -12,9 +12,10 @@ from trainclock.cli import main
 from trainclock.mllog import RunLog
 from trainclock.mllog.reader import read_events
 from trainclock.review.time_to_train import time_to_train_ms
+from trainclock.dist.context import single_process
 from trainclock.train.job import TrainJob
 from trainclock.train.loop import TrainOptions
-from trainclock.train.run import RunRequest, _log_header
+from trainclock.train.run import RunRequest, log_header
 from trainclock.workloads.gpt3.benchmark import log_keys, optim_config
 from trainclock.workloads.gpt3.spec import get_member
 
@@ -109,7 +110,7 @@ def test_the_175b_header_satisfies_the_official_closed_gpt3_rules(tmp_path):
     request = RunRequest(workload=spec.name, out=tmp_path, seed=1, options=TrainOptions(device=torch.device("cpu")))
     log = RunLog(tmp_path / "result_0.txt")
     log.start("init_start")
-    _log_header(log, job, request, "test-system")
+    log_header(log, job, request, "test-system", single_process())
     log.end("init_stop")
     log.start("run_start")
     log.start("block_start", metadata={"first_epoch_num": 0, "epoch_count": 50331648})

@@ -14,7 +14,7 @@ from trainclock.mllog import RunLog
 from trainclock.train import system
 from trainclock.train.job import TrainJob
 from trainclock.train.loop import TrainOptions
-from trainclock.train.run import RunRequest, _log_header
+from trainclock.train.run import RunRequest, log_header
 from trainclock.workloads.gpt3.benchmark import log_keys, optim_config
 from trainclock.workloads.gpt3.spec import get_member
 
@@ -47,7 +47,7 @@ def write_log(path: Path, minutes: float, evals: list[float] | None = None, stat
     log = RunLog(path)
     log.start("init_start")
     # the header of a real run, written by the run's own code: a change to it meets these tests
-    _log_header(log, job, RunRequest(workload=WORKLOAD, out=path.parent, seed=1,
+    log_header(log, job, RunRequest(workload=WORKLOAD, out=path.parent, seed=1,
                                      options=TrainOptions(device=torch.device("cpu"))), SYSTEM, single_process())
     log.end("init_stop")
     log.start("run_start", time_ms=START_MS)

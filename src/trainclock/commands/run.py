@@ -12,6 +12,8 @@ from trainclock.errors import UsageError
 
 
 STATUS_FILE_ENV = "TRAINCLOCK_STATUS_FILE"  # where rank 0 tells the launching process how the run ended
+# Exit codes: 0 target reached, 1 stopped at a limit (aborted), 2 bad input, 3 a process failed
+PROCESS_FAILED = 3
 
 
 def register(sub) -> None:
@@ -31,6 +33,7 @@ def register(sub) -> None:
     run.add_argument("--status", default="onprem", choices=["onprem", "cloud", "preview", "research"])
     run.add_argument("--system", help="system name (default: <host>_<device>x<count>)")
     run.add_argument("--no-progress", action="store_true", help="no live progress bar")
+    run.add_argument("--db", help="results database the finished run is imported into (default: SQLite in the data dir)")
     dist = run.add_argument_group("distributed (torchrun: gloo on CPU, NCCL on GPU)")
     dist.add_argument("--nproc", type=int, default=1, help="processes per node (default: 1, a plain process)")
     dist.add_argument("--nnodes", type=int, default=1, help="nodes (default: 1)")
@@ -43,7 +46,7 @@ def register(sub) -> None:
     dist.add_argument("--dp", type=int, help="data-parallel degree (default: processes / (tp x pp))")
     dist.add_argument("--fsdp", action="store_true", help="shard the data-parallel dimension with FSDP2 (default: DDP)")
     ckpt = run.add_argument_group("checkpoints")
-    ckpt.add_argument("--checkpoint-every", type=int, help="save a sharded checkpoint every N evaluations (default: off; 1 with --max-restarts)")
+    ckpt.add_argument("--checkpoint-every", type=int, help="save a sharded checkpoint every N steps (default: off; at each evaluation with --max-restarts)")
     ckpt.add_argument("--resume", action="store_true", help="continue the newest unfinished run from its last complete checkpoint")
     run.set_defaults(func=main)
 
@@ -82,7 +85,7 @@ def main(args) -> int:
         if code:
             print(f"trainclock: error: the distributed run failed (torchrun exit code {code}); the failing ranks are named above",
                   file=sys.stderr)
-            return code
+            return PROCESS_FAILED
         return 0 if status == "success" else 1
     env = dist_env.current()
     if env.world_size != world:
@@ -94,27 +97,36 @@ def main(args) -> int:
         compile=args.compile,
         max_seconds=args.max_minutes * 60 if args.max_minutes else None,
         max_samples=args.max_samples,
-        checkpoint_every_evals=args.checkpoint_every or 1,
+        checkpoint_every_steps=args.checkpoint_every or (max(spec.eval_every_samples // spec.global_batch_size, 1)
+                                                        if args.max_restarts else 0),
     )
-    checkpoint_every = args.checkpoint_every or (1 if args.max_restarts else None)
     request = RunRequest(workload=spec.name, out=args.out, seed=seed, options=options, layout=layout, org=args.org,
                          status=args.status, system_name=args.system, progress=not args.no_progress,
-                         resume=args.resume, checkpoint_every_evals=checkpoint_every)
+                         resume=args.resume)
     if env.is_main:
         print(f"trainclock: {spec.name} on {device}{f' x {world} processes ({layout.describe()})' if world > 1 else ''}, "
               f"seed {seed}, target {spec.target_log_perplexity} validation log perplexity; "
               f"init (data, model{', compile' if args.compile else ''}) is not timed")
-    result = execute(request, lambda ctx: benchmark.build_job(spec, args.data, seed, ctx, ctx_device(ctx, device), args.compile))
+    result = execute(request, lambda ctx, dev: benchmark.build_job(spec, args.data, seed, ctx, dev, args.compile))
     if result is None:  # not rank 0
         return 0
     print_run_summary(result, spec.target_log_perplexity)
+    _import_result(result.log_path, args.db)
     if status_file := os.environ.get(STATUS_FILE_ENV):
         Path(status_file).write_text(result.outcome.status)
         return 0  # a finished run, even aborted at a limit, is no failure for torchrun to restart
     return 0 if result.outcome.status == "success" else 1
 
 
-def ctx_device(ctx, device):
-    from trainclock.dist.env import device_for
+def _import_result(log_path: Path, db_url: str | None) -> None:
+    """Every finished run goes into the results store; a store problem is reported, and the
+    run (whose log is safe on disk) still counts."""
+    from trainclock.errors import TrainclockError
+    from trainclock.results.importer import import_run
 
-    return device_for(ctx.env, device)
+    try:
+        import_run(log_path, db_url)
+        print(f"trainclock: imported into the results store (`trainclock results list --benchmark {log_path.parent.name}`)")
+    except TrainclockError as e:
+        print(f"trainclock: warning: the run was not imported into the results store: {e}; "
+              f"import it later with `trainclock results import {log_path}`", file=sys.stderr)

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import IO
 
 import torch
+from torch.distributed.tensor import DTensor
 
 from trainclock.dist.context import ParallelContext
 from trainclock.mllog import RunLog
@@ -28,7 +29,7 @@ class TrainOptions:
     compile: bool = False
     max_seconds: float | None = None  # wall-clock limit on the timed region
     max_samples: int | None = None  # overrides the workload's limit
-    checkpoint_every_evals: int = 1  # with a checkpointer: save after every N-th evaluation
+    checkpoint_every_steps: int = 0  # with a checkpointer: save every N optimizer steps (0: never)
 
 
 @dataclass
@@ -66,7 +67,7 @@ class TrainOutcome:
     final_loss: float
 
 
-# Called after each evaluation with the loop state; saves a checkpoint when it decides to.
+# Saves a checkpoint of the model, optimizer and loop state.
 Checkpoint = Callable[[LoopState], None]
 
 
@@ -88,8 +89,10 @@ def warm_up(job: TrainJob, options: TrainOptions, ctx: ParallelContext) -> None:
     rows = ctx.dp_slice(job.global_batch_size)
     micro = local_micro_batch(job, ctx)
     with autocast():
-        loss = job.model(x[rows][:micro].to(options.device), y[rows][:micro].to(options.device))
-    loss.backward()
+        if hasattr(job.model, "pipeline_step"):  # a pipeline stage runs the whole schedule
+            job.model.pipeline_step(x[rows].to(options.device), y[rows].to(options.device))
+        else:
+            job.model(x[rows][:micro].to(options.device), y[rows][:micro].to(options.device)).backward()
     job.model.zero_grad(set_to_none=True)
     if options.compile:
         job.evaluate(job.model, autocast, (ctx.dp_rank, ctx.dp_size))
@@ -101,6 +104,14 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, x: torc
     """One optimizer step over this rank's rows of a global batch, accumulating gradients over
     micro-batches; data-parallel wrappers average the gradients across ranks. Returns the sum
     of the micro-batch mean losses (not synchronised) and the gradient norm before clipping."""
+    if hasattr(model, "pipeline_step"):  # the pipeline schedule does the micro-batches itself
+        with autocast():
+            loss_sum = model.pipeline_step(x.to(device), y.to(device))
+        total = model.grad_square_sum().sqrt()
+        torch.nn.utils.clip_grads_with_norm_([p for p in model.parameters() if p.grad is not None], clip_norm, total)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss_sum, float(total)
     n_micro = len(x) // micro_batch_size
     loss_sum = torch.zeros((), device=device)
     for m in range(n_micro):
@@ -110,12 +121,25 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, x: torc
                 loss = model(x[sl].to(device, non_blocking=True), y[sl].to(device, non_blocking=True))
             (loss / n_micro).backward()
         loss_sum += loss.detach() / n_micro
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
-    if hasattr(grad_norm, "full_tensor"):  # a DTensor under FSDP2 / tensor parallel
-        grad_norm = grad_norm.full_tensor()
+    grad_norm = clip_grad_norm(model, clip_norm)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return loss_sum, float(grad_norm)
+
+
+def clip_grad_norm(model: torch.nn.Module, max_norm: float) -> torch.Tensor:
+    """torch's clip_grad_norm_, for models that mix sharded (DTensor) and plain parameters, as
+    tensor parallel does: the norm of each kind is taken apart, then combined."""
+    params = [p for p in model.parameters() if p.grad is not None]
+    groups = [[p for p in params if isinstance(p.grad, DTensor)], [p for p in params if not isinstance(p.grad, DTensor)]]
+    norms = []
+    for group in filter(None, groups):
+        norm = torch.nn.utils.get_total_norm([p.grad for p in group])
+        norms.append(norm.full_tensor() if isinstance(norm, DTensor) else norm)
+    total = torch.linalg.vector_norm(torch.stack(norms)) if len(norms) > 1 else norms[0]
+    for group in filter(None, groups):
+        torch.nn.utils.clip_grads_with_norm_(group, max_norm, total)
+    return total
 
 
 def evaluate(job: TrainJob, autocast, ctx: ParallelContext) -> float:
@@ -142,7 +166,6 @@ def train(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions
         log.start("run_start")
         log.start("block_start", metadata={"first_epoch_num": 0, "epoch_count": block_count})
     clock_start = time.perf_counter() - state.elapsed_seconds
-    evals_since_checkpoint = 0
     while True:
         t0 = time.perf_counter()
         lr = job.optim.lr_at(state.steps)
@@ -183,11 +206,6 @@ def train(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions
                 state.next_eval += job.eval_every_samples
             state.block_first = count_now
             state.elapsed_seconds = time.perf_counter() - clock_start
-            evals_since_checkpoint += 1
-            done = reached or state.samples >= max_samples
-            if checkpoint is not None and not done and evals_since_checkpoint >= options.checkpoint_every_evals:
-                checkpoint(state)
-                evals_since_checkpoint = 0
         progress.stepped(state.steps, state.samples, loss_value, tokens_per_step / step_seconds)
         if reached:
             state.status = "success"
@@ -197,6 +215,8 @@ def train(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions
             break
         if state.block_first == count_now:
             log.start("block_start", metadata={"first_epoch_num": state.block_first, "epoch_count": block_count})
+        if checkpoint is not None and options.checkpoint_every_steps and state.steps % options.checkpoint_every_steps == 0:
+            checkpoint(state)
     if state.block_first != job.log_count(state.samples):
         log.end("block_stop", metadata={"first_epoch_num": state.block_first})
     log.event("train_samples", job.log_count(state.samples))

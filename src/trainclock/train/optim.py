@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.distributed.tensor import DTensor
 
 
 @dataclass(frozen=True)
@@ -33,9 +34,15 @@ class OptimConfig:
 
 
 def build_optimizer(model: nn.Module, config: OptimConfig) -> torch.optim.AdamW:
-    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    """Weight decay on matrices only. Sharded (DTensor) and plain parameters go into separate
+    groups: the fused kernel takes one kind per call, and tensor parallel mixes them."""
+    groups = []
+    for decays in (True, False):
+        for sharded in (False, True):
+            params = [p for p in model.parameters()
+                      if p.requires_grad and (p.dim() >= 2) == decays and isinstance(p, DTensor) == sharded]
+            if params:
+                groups.append({"params": params, "weight_decay": config.weight_decay if decays else 0.0})
     # The fused kernel (one pass over all parameters) exists for CPU and CUDA tensors alike.
     return torch.optim.AdamW(
         groups, lr=config.lr_at(0), betas=(config.beta1, config.beta2), eps=config.eps, fused=True

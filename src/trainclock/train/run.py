@@ -52,7 +52,6 @@ class RunRequest:
     system_name: str | None = None
     progress: bool = True
     resume: bool = False
-    checkpoint_every_evals: int | None = None  # None: no checkpoints
 
 
 @dataclass(frozen=True)
@@ -81,8 +80,9 @@ class _Slot:
     error: str | None = None
 
 
-# Builds the job (data, model) inside init; the model comes back parallelised for the context.
-Prepare = Callable[[ParallelContext], TrainJob]
+# Builds the job (data, model) inside init, the model parallelised for the context and placed
+# on this process's device.
+Prepare = Callable[[ParallelContext, torch.device], TrainJob]
 
 
 def execute(request: RunRequest, prepare: Prepare) -> RunResult | None:
@@ -116,11 +116,11 @@ def _execute(request: RunRequest, options: TrainOptions, ctx: ParallelContext, p
     if not resume_meta:
         log.start("init_start")
     try:
-        job = prepare(ctx)
+        job = prepare(ctx, device)
         identity["global_batch_size"] = job.global_batch_size
         optimizer = build_optimizer(job.model, job.optim)
         if not resume_meta:
-            _log_header(log, job, request, system_name, ctx)
+            log_header(log, job, request, system_name, ctx)
         peak = matmul_peak_flops(device, torch.bfloat16 if options.precision == "bf16" else torch.float32)
         warm_up(job, options, ctx)
         state = None
@@ -151,7 +151,7 @@ def _execute(request: RunRequest, options: TrainOptions, ctx: ParallelContext, p
     total = options.max_samples or job.max_samples
     with metrics, TrainProgress(total, job.target, enabled=request.progress and env.is_main) as progress:
         outcome = train(job, optimizer, options, log, metrics, progress, ctx, state,
-                        save_checkpoint if request.checkpoint_every_evals else None)
+                        save_checkpoint if options.checkpoint_every_steps else None)
     if not env.is_main:
         return None
     log.finish()
@@ -230,7 +230,7 @@ def _reserve_result_path(folder: Path) -> Path:
         i += 1
 
 
-def _log_header(log: RunLog, job: TrainJob, request: RunRequest, system_name: str, ctx: ParallelContext) -> None:
+def log_header(log: RunLog, job: TrainJob, request: RunRequest, system_name: str, ctx: ParallelContext) -> None:
     log.event("submission_benchmark", job.mlperf_benchmark)
     log.event("submission_org", request.org)
     log.event("submission_division", job.division)

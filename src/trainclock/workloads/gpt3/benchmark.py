@@ -18,6 +18,7 @@ from trainclock.workloads.gpt3.data.prepare import prepare
 from trainclock.workloads.gpt3.data.sources import parse_source
 from trainclock.workloads.gpt3.model import GPT
 from trainclock.workloads.gpt3.parallelize import check_layout, parallelize
+from trainclock.workloads.gpt3.pipeline import PipelinedGPT
 from trainclock.workloads.gpt3.spec import GPT3Spec
 
 MAX_GLOBAL_BATCH = 1 << 20
@@ -73,7 +74,9 @@ def build_job(spec: GPT3Spec, data: str | None, seed: int, ctx: ParallelContext,
     train_batch(prepared.train, seed, 0, 1, spec.seq_len)  # fails now, in init, if the split is too small
 
     torch.manual_seed(seed)  # the same initial weights on every rank and at every world size
-    model = parallelize(GPT(spec.shape).to(device), ctx, compile)
+    micro = min(spec.micro_batch_size, spec.global_batch_size // ctx.dp_size)
+    model = parallelize(GPT(spec.shape).to(device), ctx, compile, device,
+                        microbatches=spec.global_batch_size // ctx.dp_size // micro)
 
     def batch(step: int):
         return train_batch(prepared.train, seed, step, spec.global_batch_size, spec.seq_len)
@@ -92,8 +95,9 @@ def build_job(spec: GPT3Spec, data: str | None, seed: int, ctx: ParallelContext,
                 idx = list(rows[i * micro : (i + 1) * micro])
                 weight = len(idx)
                 idx = idx or [0]  # a rank out of rows still joins the forward, weighted 0
+                x, y = val_x[idx].to(device), val_y[idx].to(device)
                 with autocast():
-                    loss = m(val_x[idx].to(device), val_y[idx].to(device))
+                    loss = m.pipeline_eval(x, y) if isinstance(m, PipelinedGPT) else m(x, y)
                 total += loss.double() * weight
         m.train()
         return float(total), len(rows)

@@ -11,20 +11,27 @@ from torch.nn.parallel import DistributedDataParallel
 from trainclock.dist.context import ParallelContext
 from trainclock.errors import UsageError
 from trainclock.workloads.gpt3.model import GPT
+from trainclock.workloads.gpt3.pipeline import PipelinedGPT
 
 
 def check_layout(model_shape, ctx: ParallelContext) -> None:
     layout = ctx.layout
-    if layout.pp > 1:
-        raise UsageError("pipeline parallel (--pp) is not available yet for gpt3; use --tp and --fsdp or DDP")
+    if layout.pp > 1 and (layout.dp > 1 or layout.tp > 1):
+        raise UsageError("pipeline parallel (--pp) does not combine with data or tensor parallel yet; "
+                         "use --pp alone, or --tp/--fsdp/DDP without it")
+    if model_shape.n_layer < layout.pp:
+        raise UsageError(f"pipeline degree {layout.pp} exceeds the {model_shape.n_layer} layers")
     if model_shape.n_head % layout.tp:
         raise UsageError(f"tensor parallel degree {layout.tp} must divide the {model_shape.n_head} attention heads")
     if layout.tp > 1 and layout.dp > 1 and not layout.fsdp:
         raise UsageError("tensor parallel with more than one data-parallel replica needs --fsdp (2-D FSDP2 x TP)")
 
 
-def parallelize(model: GPT, ctx: ParallelContext, compile: bool) -> torch.nn.Module:
+def parallelize(model: GPT, ctx: ParallelContext, compile: bool, device: torch.device,
+                microbatches: int) -> torch.nn.Module:
     layout, mesh = ctx.layout, ctx.mesh
+    if mesh is not None and layout.pp > 1:
+        return PipelinedGPT(model, ctx, device, microbatches)
     if mesh is not None and layout.tp > 1:
         # Megatron-style: column-parallel qkv and MLP up (each rank holds whole heads), row-parallel
         # output projections whose results are all-reduced; embeddings and LayerNorms replicated.

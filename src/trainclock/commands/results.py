@@ -1,0 +1,112 @@
+"""`trainclock results import|list|show|compare`: the results store (SQLite by default, PostgreSQL by URL)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+DB_HELP = ("the results database: a SQLite file path or sqlite:///PATH, or postgresql://USER:PASSWORD@HOST:PORT/DB "
+           "(default: $TRAINCLOCK_DB, else results.db in the data directory)")
+
+
+def register(sub) -> None:
+    results = sub.add_parser("results", help="the results store: import reviewed logs, list, show and compare entries")
+    actions = results.add_subparsers(required=True, metavar="ACTION", dest="action")
+    db = argparse.ArgumentParser(add_help=False)
+    db.add_argument("--db", metavar="URL", help=DB_HELP)
+    filters = argparse.ArgumentParser(add_help=False)
+    filters.add_argument("--benchmark", help="exactly as stored: gpt3, bert, ... or a trainclock workload (gpt3-tiny)")
+    filters.add_argument("--round", dest="round_", metavar="ROUND", help="MLPerf round, e.g. 3.0 or 3.1")
+    filters.add_argument("--accelerator", help="part of the accelerator's name, any case (h100, gaudi2), or cpu")
+    where = filters.add_mutually_exclusive_group()
+    where.add_argument("--cloud", dest="availability", action="store_const", const="cloud",
+                       help="only systems available in a cloud")
+    where.add_argument("--onprem", dest="availability", action="store_const", const="onprem",
+                       help="only systems available on premise")
+
+    imp = actions.add_parser("import", parents=[db], help="review logs and keep them: a log, a benchmark folder or a tree")
+    imp.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+                     help="a result_N.txt, a folder of them, or a tree <org>/results/<system>/<benchmark>/")
+    imp.add_argument("--round", dest="round_", metavar="ROUND",
+                     help="MLPerf Training rules to apply, 3.0 or 3.1 (default: from a v3.x folder in the path, else 3.1)")
+    imp.add_argument("--rcp-dir", type=Path, help="reference convergence points (see `trainclock review --help`)")
+
+    actions.add_parser("list", parents=[db, filters], help="the stored entries, fastest first within each benchmark")
+
+    show = actions.add_parser("show", parents=[db], help="one entry: its system, runs, findings and eval curves")
+    show.add_argument("entry", metavar="ENTRY", help="an entry id (from `results list`) or part of its org or system name")
+    show.add_argument("-v", "--verbose", action="store_true", help="every system field, finding and eval point")
+
+    cmp = actions.add_parser("compare", parents=[db, filters],
+                             help="entries side by side per benchmark: score, throughput, speedup, scaling efficiency")
+    cmp.add_argument("entries", nargs="*", metavar="ENTRY",
+                     help="entry ids or parts of org or system names, two or more entries in all "
+                          "(default: every entry the filters leave)")
+    results.set_defaults(func=main)
+
+
+def main(args) -> int:
+    return {"import": _import, "list": _list, "show": _show, "compare": _compare}[args.action](args)
+
+
+def _import(args) -> int:
+    from trainclock.errors import UsageError
+    from trainclock.results.importer import import_paths
+    from trainclock.results.render import print_import
+
+    if args.rcp_dir is not None and not args.rcp_dir.is_dir():
+        raise UsageError(f"--rcp-dir {args.rcp_dir} is not a folder; give one laid out training_<round>/rcps_<benchmark>.json")
+    print_import(import_paths(args.paths, args.db, args.round_, args.rcp_dir))
+    return 0
+
+
+def _list(args) -> int:
+    from trainclock.results.queries import list_entries
+    from trainclock.results.render import print_entries
+
+    print_entries(_read(args, lambda session: list_entries(session, _filter(args)), "listing entries"))
+    return 0
+
+
+def _show(args) -> int:
+    from trainclock.results.queries import load_entry
+    from trainclock.results.render import print_entry
+
+    print_entry(_read(args, lambda session: load_entry(session, args.entry), "reading an entry"), verbose=args.verbose)
+    return 0
+
+
+def _compare(args) -> int:
+    from trainclock.errors import UsageError
+    from trainclock.results.compare import compare
+    from trainclock.results.queries import list_entries, run_stats, select_entries
+    from trainclock.results.render import print_comparisons
+
+    def load(session):
+        where = _filter(args)
+        entries = select_entries(session, args.entries, where) if args.entries else list_entries(session, where)
+        return entries, run_stats(session, [e.id for e in entries])
+
+    entries, runs = _read(args, load, "comparing entries")
+    if args.entries and len(entries) < 2:
+        raise UsageError(f"{' '.join(args.entries)!r} names {len(entries)} entry; compare needs two or more: "
+                         "add another id or name (`trainclock results list` shows them)")
+    if not entries:
+        raise UsageError("no stored entry matches; import results with `trainclock results import PATH`, "
+                         "or loosen the filters")
+    print_comparisons(compare(entries, runs))
+    return 0
+
+
+def _read(args, work, what: str):
+    from trainclock.results.db import open_store, read
+
+    with open_store(args.db) as store:
+        return read(store, work, what)
+
+
+def _filter(args):
+    from trainclock.results.queries import EntryFilter
+
+    return EntryFilter(benchmark=args.benchmark, round=args.round_, accelerator=args.accelerator,
+                       availability=args.availability)

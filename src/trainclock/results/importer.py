@@ -1,0 +1,175 @@
+"""Importing reviewed entries into the store: idempotent, one transaction per entry.
+
+A run is its log's content: a log whose sha256 is stored already is never added again, wherever
+it lies now. An entry is (round, org, system, benchmark, division): importing it again updates its
+score and verdict from the new review, as long as that review covered every run the store has for
+it; a review of fewer runs (one log of a complete entry, say) adds its new runs and leaves the
+stored score alone, since it would judge the entry on part of its runs.
+
+Each entry is committed on its own, so a failure part-way through a tree keeps the entries already
+imported and leaves nothing half-written of the one that failed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sqlalchemy import insert, select
+from sqlalchemy.orm import Session
+
+from trainclock.review.entry import EntryReview
+from trainclock.review.tree import entry_context, review_path
+from trainclock.results.db import Store, open_store, write
+from trainclock.results.models import Entry, Eval, Finding, Run, System
+from trainclock.results.records import EntryRecord, RunRecord, entry_record
+
+NEW, UPDATED, UNCHANGED = "new", "updated", "unchanged"
+
+
+@dataclass
+class EntryOutcome:
+    entry_id: int
+    label: str
+    status: str  # NEW, UPDATED or UNCHANGED
+    runs_added: int
+    runs_present: int  # logs already stored
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ImportReport:
+    url: str  # without its password
+    outcomes: list[EntryOutcome] = field(default_factory=list)
+    logs: int = 0
+    log_bytes: int = 0
+    review_seconds: float = 0.0
+    store_seconds: float = 0.0
+
+    def count(self, status: str) -> int:
+        return sum(o.status == status for o in self.outcomes)
+
+    @property
+    def runs_added(self) -> int:
+        return sum(o.runs_added for o in self.outcomes)
+
+    @property
+    def runs_present(self) -> int:
+        return sum(o.runs_present for o in self.outcomes)
+
+    @property
+    def entry_ids(self) -> list[int]:
+        return [o.entry_id for o in self.outcomes]
+
+
+def import_paths(paths: Sequence[Path], db: str | None = None, round_: str | None = None,
+                 rcp_dir: Path | None = None) -> ImportReport:
+    """Review everything under `paths` (logs, benchmark folders, result trees) and import it."""
+    with open_store(db) as store:  # a bad URL or a server that is down fails before a long review
+        started = time.perf_counter()
+        entries = [entry for path in paths for entry in review_path(Path(path), round_, rcp_dir)]
+        reviewed = time.perf_counter()
+        report = import_entries(store, entries)
+    report.review_seconds = reviewed - started
+    return report
+
+
+def import_run(log_path: Path, db_url: str | None = None) -> ImportReport:
+    """Import the run that just wrote `log_path`, as `trainclock run` does at its end. Inside a
+    result tree (<out>/results/<system>/<workload>/result_<i>.txt) the whole benchmark folder is
+    reviewed, so that the entry is scored on all of its runs; the runs stored already are skipped.
+    A log elsewhere is imported alone. Raises a TrainclockError when the log or database fails."""
+    log_path = Path(log_path)
+    in_tree = log_path.is_file() and entry_context(log_path.parent).system is not None
+    return import_paths([log_path.parent if in_tree else log_path], db_url)
+
+
+def import_entries(store: Store, entries: Sequence[EntryReview]) -> ImportReport:
+    report = ImportReport(store.shown_url)
+    started = time.perf_counter()
+    for entry in entries:
+        record = entry_record(entry)  # reads and hashes the logs before the transaction opens
+        report.logs += len(record.runs)
+        report.log_bytes += sum(r.values["size_bytes"] for r in record.runs)
+        report.outcomes.append(write(store, lambda session: _store_entry(session, record), f"importing {record.label}"))
+    report.store_seconds = time.perf_counter() - started
+    return report
+
+
+def _store_entry(session: Session, record: EntryRecord) -> EntryOutcome:
+    now = datetime.now(UTC)
+    system_id = _system_id(session, record.system) if record.system else None
+    runs, notes = _distinct_runs(record)
+    owners = dict(session.execute(select(Run.sha256, Run.entry_id).where(Run.sha256.in_([r.sha256 for r in runs]))).all())
+    entry = session.scalar(select(Entry).filter_by(**record.key))
+    if entry is None:
+        entry = Entry(**record.key, **record.values, system_id=system_id, imported_at=now, updated_at=now)
+        session.add(entry)
+        session.flush()
+        status = NEW
+    else:
+        stored = set(session.scalars(select(Run.sha256).where(Run.entry_id == entry.id)))
+        reviewed = {r.sha256 for r in runs}
+        if stored <= reviewed:
+            status = UPDATED if _update(entry, {**record.values, "system_id": system_id}) else UNCHANGED
+        else:
+            status = UNCHANGED
+            notes.append(f"{record.label}: kept its stored score; this import reviewed {len(reviewed)} of its "
+                         f"{len(stored | reviewed)} runs: import its whole benchmark folder to rescore it")
+    for run in runs:
+        owner = owners.get(run.sha256)
+        if owner is not None and owner != entry.id:
+            notes.append(f"{run.values['path']}: the same log is stored under entry #{owner}; not added again")
+    new_runs = [r for r in runs if r.sha256 not in owners]
+    if new_runs:
+        _insert_runs(session, entry.id, new_runs, now)
+        status = NEW if status == NEW else UPDATED
+        entry.updated_at = now
+    return EntryOutcome(entry.id, record.label, status, len(new_runs), len(runs) - len(new_runs), notes)
+
+
+def _distinct_runs(record: EntryRecord) -> tuple[list[RunRecord], list[str]]:
+    """The runs with one of each content: two identical files in one folder are one run stored."""
+    seen: dict[str, RunRecord] = {}
+    notes = []
+    for run in record.runs:
+        if run.sha256 in seen:
+            notes.append(f"{run.values['path']} is a copy of {seen[run.sha256].values['file_name']}; stored once")
+        else:
+            seen[run.sha256] = run
+    return list(seen.values()), notes
+
+
+def _system_id(session: Session, system: dict) -> int:
+    found = session.scalar(select(System.id).where(System.name == system["name"],
+                                                   System.description_sha256 == system["description_sha256"]))
+    if found is not None:
+        return found
+    row = System(**system)
+    session.add(row)
+    session.flush()  # a concurrent insert of the same description fails here, and write() retries
+    return row.id
+
+
+def _update(entry: Entry, values: dict) -> bool:
+    changed = {name: value for name, value in values.items() if getattr(entry, name) != value}
+    for name, value in changed.items():
+        setattr(entry, name, value)
+    if changed:
+        entry.updated_at = datetime.now(UTC)
+    return bool(changed)
+
+
+def _insert_runs(session: Session, entry_id: int, runs: list[RunRecord], now: datetime) -> None:
+    rows = [Run(**run.values, entry_id=entry_id, imported_at=now) for run in runs]
+    session.add_all(rows)
+    session.flush()  # numbers the runs, for their evaluations and findings
+    evals = [{**point, "run_id": row.id} for row, run in zip(rows, runs) for point in run.evals]
+    findings = [{**finding, "run_id": row.id} for row, run in zip(rows, runs) for finding in run.findings]
+    if evals:
+        session.execute(insert(Eval), evals)
+    if findings:
+        session.execute(insert(Finding), findings)

@@ -1,0 +1,1 @@
+"""Tests of the cluster launchers (Slurm, Kubernetes) and the scaling sweep."""

@@ -71,7 +71,7 @@ def test_the_log_has_every_required_key_once_and_in_order(tiny_run):
         assert counts[key] == 1, key
     assert keys[0] == "init_start"
     assert max(keys.index(k) for k in once if k.startswith("submission_")) < keys.index("init_stop") < keys.index("run_start")
-    assert counts["eval_start"] == counts["eval_accuracy"] == counts["eval_stop"] >= 2
+    assert counts["eval_start"] == counts["eval_accuracy"] == counts["eval_stop"] >= 1
     assert counts["block_start"] == counts["block_stop"]
     assert all("file" in e.metadata and "lineno" in e.metadata for e in events)
     evals = [e for e in events if e.key == "eval_accuracy"]

@@ -53,7 +53,13 @@ def init_process_group(env: DistEnv, device: torch.device) -> None:
         return
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timedelta(minutes=10))
+    timeout = timedelta(minutes=10)
+    store, rank, world_size = next(dist.rendezvous("env://", timeout=timeout))
+    # torchrun's store outlives a restarted worker group: a prefix per attempt keeps the new group
+    # from reading the dead group's addresses (gloo then fails with "connection refused").
+    store = dist.PrefixStore(f"trainclock/attempt-{env.restart_count}", store)
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=store, rank=rank,
+                            world_size=world_size, timeout=timeout)
 
 
 def destroy_process_group() -> None:

@@ -3,7 +3,7 @@ same initial weights, so the loss curves match to reduction-order tolerance."""
 
 import pytest
 
-from tests.dist.helpers import losses, run, tiny_args
+from tests.distributed.helpers import losses, run, tiny_args
 
 
 @pytest.fixture(scope="module")

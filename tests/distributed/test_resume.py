@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.dist.helpers import evals, losses, run, start, tiny_args
+from tests.distributed.helpers import evals, losses, run, start, tiny_args
 
 CHECKPOINTS = ["--checkpoint-every", "2"]
 

@@ -1,0 +1,62 @@
+"""A planner scaling curve saved by `trainclock plan MEMBER --accelerator ID --sweep ... --save
+FILE.json` (planner/sweep.py), and the stored entries it predicts."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainclock.errors import DataError
+from trainclock.results.queries import EntryRow
+
+# the MLPerf benchmark a GPT-3 member stands for in the store (other members are stored under their own name)
+MLPERF_MEMBER = {"gpt3-175b": "gpt3"}
+
+
+@dataclass(frozen=True)
+class PredictedPoint:
+    accelerators: int
+    time_to_train_min: float
+    time_to_train_efficiency: float
+    cost_per_run: float | None
+
+
+@dataclass(frozen=True)
+class PlannerCurve:
+    path: Path
+    member: str
+    accelerator: str  # catalogue id, e.g. h100-sxm
+    calibration: str
+    price: str | None  # as given to the planner (--price), when it priced the curve
+    points: list[PredictedPoint]
+
+    @property
+    def benchmark(self) -> str:
+        return MLPERF_MEMBER.get(self.member, self.member)
+
+    def measured(self, rows: list[EntryRow]) -> list[EntryRow]:
+        """Entries of the same benchmark on the same kind of accelerator: the catalogue's family
+        name ("h100" of h100-sxm) within the system's accelerator model."""
+        family = self.accelerator.split("-")[0].lower()
+        return [r for r in rows if r.benchmark == self.benchmark and r.accelerators
+                and family in (r.accelerator_model or "").lower()]
+
+
+def load_planner_curve(path: Path) -> PlannerCurve:
+    if path.suffix.lower() != ".json":
+        raise DataError(f"--plan {path}: give the .json file of `trainclock plan ... --sweep ... --save FILE.json` "
+                        "(a .csv has no member or accelerator)")
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+        points = [PredictedPoint(int(p["accelerators"]), float(p["time_to_train_min"]),
+                                 float(p["time_to_train_efficiency"]), p.get("cost_per_run"))
+                  for p in data["points"]]
+        return PlannerCurve(path, str(data["member"]), str(data["accelerator"]), str(data.get("calibration", "")),
+                            data.get("price"), points)
+    except OSError as e:
+        raise DataError(f"cannot read --plan {path}: {e.strerror}") from None
+    except (ValueError, KeyError, TypeError) as e:
+        raise DataError(f"--plan {path} is not a saved planner curve ({type(e).__name__}: {e}); "
+                        "write one with `trainclock plan MEMBER --accelerator ID --sweep N1,N2 --save FILE.json`") from None

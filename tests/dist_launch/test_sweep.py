@@ -67,6 +67,8 @@ def test_repeats_are_averaged(tmp_path):
     one, two = sweep.summarize(runs)
     assert (one.time_to_train_s, one.tokens_per_s, one.runs) == (40.0, 200.0, 2)
     assert two.speedup == pytest.approx(40 / 25) and two.throughput_efficiency == pytest.approx(0.9)
+    _, same_cores = sweep.summarize(runs, fixed_hardware=True)  # 2 processes on the cores 1 process had
+    assert same_cores.throughput_efficiency == pytest.approx(1.8) and same_cores.time_to_train_efficiency == pytest.approx(1.6)
 
 
 def test_the_table_is_saved_as_json_and_csv(tmp_path):

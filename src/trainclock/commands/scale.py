@@ -68,9 +68,10 @@ def print_table(result, console: Console | None = None) -> None:
     console = console or Console()
     rows = result.rows
     base = rows[0].nproc
+    growth = "1 (the same CPU threads, split)" if result.plan.cpu_threads else f"(N / {base})"
     table = Table(title=f"{result.plan.benchmark} scaling",
                   caption=f"TTT: time-to-train (run_stop - run_start), mean of the runs; efficiency: "
-                          f"(T({base}) / T(N)) / (N / {base}), T = time per token (thr.) or TTT")
+                          f"(T({base}) / T(N)) / {growth}, T = time per token (thr.) or TTT")
     # short headers: the table must fit an 80-column terminal
     for name in ("procs", "reached\ntarget", "tokens/s", "TTT (s)", "speedup\n(TTT)", "thr. eff.", "TTT eff."):
         table.add_column(name, justify="right")

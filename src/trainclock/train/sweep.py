@@ -105,7 +105,8 @@ class SweepResult:
 
     @property
     def rows(self) -> list[SizeRow]:
-        return summarize(self.runs)
+        # with a fixed CPU thread total the hardware does not grow with the process count
+        return summarize(self.runs, fixed_hardware=self.plan.cpu_threads is not None)
 
 
 def subprocess_runner(argv: list[str], env: dict[str, str]) -> int:
@@ -172,8 +173,10 @@ def training_throughput(metrics: Path) -> tuple[float, int]:
     return tokens / seconds, len(steps)
 
 
-def summarize(runs: list[RunMeasurement]) -> list[SizeRow]:
-    """One row per size: means over repeats, and speedup and efficiencies against the first size."""
+def summarize(runs: list[RunMeasurement], fixed_hardware: bool = False) -> list[SizeRow]:
+    """One row per size: means over repeats, and speedup and efficiencies against the first size.
+    Efficiency divides the speedup by the growth in hardware: N/N0 when each process brings its
+    own device, 1 when the same cores are only split over more processes (fixed_hardware)."""
     sizes = sorted({r.nproc for r in runs})
     rows: list[SizeRow] = []
     for nproc in sizes:
@@ -181,7 +184,7 @@ def summarize(runs: list[RunMeasurement]) -> list[SizeRow]:
         throughput = statistics.fmean(r.tokens_per_s for r in mine)
         ttt = statistics.fmean(r.time_to_train_s for r in mine)
         base = rows[0] if rows else None
-        k = nproc / base.nproc if base else 1.0
+        k = nproc / base.nproc if base and not fixed_hardware else 1.0
         base_throughput = base.tokens_per_s if base else throughput
         base_ttt = base.time_to_train_s if base else ttt
         rows.append(SizeRow(

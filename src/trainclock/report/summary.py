@@ -15,7 +15,7 @@ def print_run_summary(result: RunResult, target: float, console: Console | None 
     table.add_column(style="bold")
     table.add_column()
     best = min((m for _, m in o.evals), default=float("nan"))
-    table.add_row("time-to-train", f"{result.time_to_train_s / 60:.3f} min ({result.time_to_train_s:.1f} s, run_stop - run_start)")
+    table.add_row("time-to-train", f"{result.time_to_train_ms / 60000:.3f} min ({result.time_to_train_s:.1f} s, run_stop - run_start)")
     table.add_row("quality", f"{best:.4f} validation log perplexity (target {target})")
     table.add_row("tokens to target" if o.status == "success" else "tokens trained", f"{o.tokens:,} ({o.steps} steps)")
     table.add_row("throughput", f"{result.tokens_per_s:,.0f} tokens/s (training steps, evaluation excluded)")

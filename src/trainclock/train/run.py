@@ -60,11 +60,15 @@ class RunResult:
     metrics_path: Path
     system_path: Path
     outcome: TrainOutcome
-    time_to_train_s: float
+    time_to_train_ms: int  # run_stop - run_start, from the log
     tokens_per_s: float  # training throughput, evaluation excluded
     achieved_flops: float
     peak_flops: float  # measured matmul peak of one process's device in the run's precision
     world_size: int
+
+    @property
+    def time_to_train_s(self) -> float:
+        return self.time_to_train_ms / 1000
 
     @property
     def mfu(self) -> float:
@@ -93,7 +97,10 @@ def execute(request: RunRequest, prepare: Prepare) -> RunResult | None:
     dist_env.init_process_group(env, device)
     try:
         mesh = request.layout.mesh(device.type) if env.distributed else None
-        return _execute(request, options, ParallelContext(env, request.layout, mesh), prepare)
+        ctx = ParallelContext(env, request.layout, mesh)
+        result = _execute(request, options, ctx, prepare)
+        ctx.barrier()  # no rank tears the group down while another is still using it
+        return result
     finally:
         dist_env.destroy_process_group()
 
@@ -158,7 +165,7 @@ def _execute(request: RunRequest, options: TrainOptions, ctx: ParallelContext, p
     events, _ = read_events(log_path)
     tokens_per_s = outcome.tokens / outcome.train_seconds if outcome.train_seconds else 0.0
     achieved = outcome.samples * job.flops_per_sample / outcome.train_seconds if outcome.train_seconds else 0.0
-    return RunResult(log_path, metrics_path, system_path, outcome, time_to_train_ms(events) / 1000,
+    return RunResult(log_path, metrics_path, system_path, outcome, time_to_train_ms(events),
                      tokens_per_s, achieved, peak, env.world_size)
 
 

@@ -17,7 +17,7 @@ import contextlib
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -93,7 +93,7 @@ def execute(request: RunRequest, prepare: Prepare) -> RunResult | None:
     """Run a benchmark. Returns the result on rank 0 and None on the other ranks."""
     env = dist_env.current()
     device = dist_env.device_for(env, request.options.device)
-    options = TrainOptions(**{**request.options.__dict__, "device": device})
+    options = replace(request.options, device=device)
     dist_env.init_process_group(env, device)
     try:
         mesh = request.layout.mesh(device.type) if env.distributed else None
@@ -215,11 +215,11 @@ def _open_metrics(path: Path, resume_at: int | None):
 
 
 def _flush(stream) -> int:
+    """Flush to disk; the byte size so far, where a resumed run continues the file."""
     stream.flush()
-    with contextlib.suppress(OSError, ValueError):
+    with contextlib.suppress(OSError):  # /dev/null, on the ranks that write no metrics
         os.fsync(stream.fileno())
-        return stream.tell()
-    return 0
+    return stream.tell()
 
 
 def _reserve_result_path(folder: Path) -> Path:

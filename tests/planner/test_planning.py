@@ -33,7 +33,8 @@ def test_this_cpu_uses_trainclocks_own_reference_runs(monkeypatch):
 
 def test_this_cpu_is_measured():
     cpu = hardware.this_cpu()
-    assert cpu.peak("bf16") > 1e9 and cpu.peak("fp32") > 1e9 and cpu.memory_bandwidth > 1e8
+    # a CPU without bf16 instructions multiplies bf16 through a scalar fallback near 1 GFLOP/s
+    assert cpu.peak("bf16") > 1e8 and cpu.peak("fp32") > 1e9 and cpu.memory_bandwidth > 1e8
     assert (cpu.accelerators_per_node, cpu.inter_node_bandwidth) == (1, 0.0)
     with pytest.raises(UsageError, match="this-cpu has no inter-node network in the catalogue, so at most 1"):
         Planner(get_member("gpt3-mini"), {}).plan(cpu, 2, Calibrated(Efficiency(0.3), Layout(), ""), {})

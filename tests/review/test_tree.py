@@ -102,8 +102,9 @@ def test_command_prints_every_official_score(shared_results, capsys):
     assert out.count("incomplete") >= 4 and "✗1.003533" in out and "3,584" in out
 
 
-def test_command_fails_on_a_failed_run_and_says_why(shared_results, capsys):
-    log = shared_results / "v3.1/NVIDIA/results/eos_n8_ngc23.04_pytorch/bert/result_4.txt"
+def test_command_fails_on_a_failed_run_and_says_why(copy_of, capsys):
+    # a deep folder: the paths and reasons printed must stay whole whatever the console width
+    log = copy_of("v3.1/NVIDIA/results/eos_n8_ngc23.04_pytorch/bert") / "result_4.txt"
     assert run_command([str(log), "--verbose"]) == 1
     out = capsys.readouterr().out
     assert f"{log}:517" in out and "no eval_accuracy line meets the quality target" in out

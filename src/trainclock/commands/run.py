@@ -24,7 +24,9 @@ def register(sub) -> None:
     run.add_argument("--out", type=Path, default=Path("trainclock-results"), help="result tree root (default: %(default)s)")
     run.add_argument("--gbs", type=int, help="global batch size in sequences (default: the spec's)")
     run.add_argument("--micro-batch", type=int, help="sequences per forward/backward (default: the spec's)")
-    run.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
+    run.add_argument("--precision", choices=["auto", "bf16", "fp32"], default="auto",
+                     help="bf16 autocast or fp32; auto (default): bf16 where the device multiplies bf16 faster, "
+                          "measured at init (a CPU without bf16 instructions trains in fp32)")
     run.add_argument("--compile", action="store_true", help="torch.compile the model (compiled during init, untimed)")
     run.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
     run.add_argument("--max-minutes", type=float, help="stop as aborted after this much training time")

@@ -199,7 +199,7 @@ def this_cpu() -> Accelerator:
     from trainclock.train.peak import matmul_peak_flops
 
     device = torch.device("cpu")
-    peaks = {p: matmul_peak_flops(device, dtype, size=1024, seconds=0.3)
+    peaks = {p: matmul_peak_flops(device, dtype, seconds=0.3)
              for p, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32))}
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return Accelerator(

@@ -68,25 +68,27 @@ def _minutes(run: RunReview) -> str:
 
 
 def _print_details(entry: EntryReview, console: Console, verbose: bool) -> None:
+    # soft_wrap: a path:line or a rule's text is never broken by an inserted newline, so it can be searched for
     problems = [run for run in entry.runs if run.errors or (verbose and run.findings)]
     if not (entry.reasons or problems or verbose):
         return
     c = entry.context
     console.print(f"\n[bold]{escape(' / '.join(x for x in (entry.org, entry.system, entry.name) if x))}[/] "
-                  f"({escape(str(c.folder))}): {entry.verdict}")
+                  f"({escape(str(c.folder))}): {entry.verdict}", soft_wrap=True)
     for reason in entry.reasons:
-        console.print(f"  {escape(reason)}")
+        console.print(f"  {escape(reason)}", soft_wrap=True)
     if verbose and entry.rcp:
-        console.print(f"  RCP {entry.rcp.status}: {escape(entry.rcp.message)}")
+        console.print(f"  RCP {entry.rcp.status}: {escape(entry.rcp.message)}", soft_wrap=True)
     for run in entry.runs:
         if verbose:
             reached = "not reached" if run.converged_at is None else f"{run.converged_at:,} {run.progress_unit or ''}"
-            console.print(f"  {escape(run.path.name)}: {run.status}, target {reached}, {len(run.evals)} evaluations")
+            console.print(f"  {escape(run.path.name)}: {run.status}, target {reached}, {len(run.evals)} evaluations",
+                          soft_wrap=True)
         shown = run.findings if verbose else run.errors
         for finding in shown[: None if verbose else FINDINGS_SHOWN]:
             where = f"{run.path}:{finding.lineno}" if finding.lineno else str(run.path)
             style = "yellow" if finding.severity == "warning" else "red"
-            console.print(f"    [{style}]{escape(where)}[/]: {escape(finding.text)}")
+            console.print(f"    [{style}]{escape(where)}[/]: {escape(finding.text)}", soft_wrap=True)
         if len(shown) > FINDINGS_SHOWN and not verbose:
-            console.print(f"    … and {len(shown) - FINDINGS_SHOWN} more (--verbose shows all)")
+            console.print(f"    … and {len(shown) - FINDINGS_SHOWN} more (--verbose shows all)", soft_wrap=True)
 

@@ -19,6 +19,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 import torch.distributed as dist
@@ -36,8 +37,11 @@ from trainclock.train import system
 from trainclock.train.job import TrainJob
 from trainclock.train.loop import LoopState, TrainOptions, TrainOutcome, local_micro_batch, train, warm_up
 from trainclock.train.optim import build_optimizer
-from trainclock.train.peak import matmul_peak_flops
+from trainclock.train.peak import DTYPES, matmul_peak_flops, resolve_precision
 from trainclock.train.progress import TrainProgress
+
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,9 @@ def execute(request: RunRequest, prepare: Prepare) -> RunResult | None:
     try:
         mesh = request.layout.mesh(device.type) if env.distributed else None
         ctx = ParallelContext(env, request.layout, mesh)
+        # rank 0 measures and every rank trains in its choice: ranks must agree on the precision
+        options = replace(options, precision=_share(ctx, resolve_precision(options.precision, device) if env.is_main else None))
+        request = replace(request, options=options)
         result = _execute(request, options, ctx, prepare)
         ctx.barrier()  # no rank tears the group down while another is still using it
         return result
@@ -128,7 +135,7 @@ def _execute(request: RunRequest, options: TrainOptions, ctx: ParallelContext, p
         optimizer = build_optimizer(job.model, job.optim)
         if not resume_meta:
             log_header(log, job, request, system_name, ctx)
-        peak = matmul_peak_flops(device, torch.bfloat16 if options.precision == "bf16" else torch.float32)
+        peak = matmul_peak_flops(device, DTYPES[options.precision])
         warm_up(job, options, ctx)
         state = None
         if slot.resume_from:
@@ -197,10 +204,11 @@ def _resumable(request: RunRequest, results_dir: Path) -> _Slot | None:
     return None
 
 
-def _share(ctx: ParallelContext, slot: _Slot | None) -> _Slot:
+def _share(ctx: ParallelContext, value: T | None) -> T:
+    """Rank 0's value, on every rank."""
     if not ctx.env.distributed:
-        return slot
-    box = [slot]
+        return value
+    box = [value]
     dist.broadcast_object_list(box, src=0)
     return box[0]
 

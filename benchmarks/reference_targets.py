@@ -21,7 +21,9 @@ from pathlib import Path
 
 import torch
 
+from trainclock.mllog.reader import read_events
 from trainclock.storage import atomic_write_text
+from trainclock.train import system
 from trainclock.train.loop import TrainOptions
 from trainclock.train.run import RunRequest, execute
 from trainclock.workloads.gpt3 import benchmark
@@ -41,8 +43,9 @@ def reference_run(name: str, seed: int, budget_tokens: int, out: Path) -> dict:
 
     result = execute(request, prepare)
     records = [json.loads(line) for line in result.metrics_path.read_text().splitlines()]
+    precision = next(e.value for e in read_events(result.log_path)[0] if e.key == "trainclock_precision")
     evals = [(r["time_s"], r["tokens"], r["eval"]) for r in records if "eval" in r]
-    return {"seed": seed, "evals": evals, "tokens_per_s": round(result.tokens_per_s), "mfu": round(result.mfu, 4),
+    return {"seed": seed, "precision": precision, "evals": evals, "tokens_per_s": round(result.tokens_per_s), "mfu": round(result.mfu, 4),
             "final_train_loss": round(result.outcome.final_loss, 4)}
 
 
@@ -68,11 +71,12 @@ def main() -> None:
         print(f"seed {r['seed']}: best within {args.budget_tokens:,} tokens = {best:.4f}, "
               f"time to {target} = {t:.1f} s, {r['tokens_per_s']} tokens/s, MFU {r['mfu']:.1%}")
     median = statistics.median(times)
-    summary = (f"reference runs, seeds {args.seeds}, eager bf16 on 2 cores: every seed reaches {target} within "
+    summary = (f"reference runs, seeds {args.seeds}, eager {runs[0]['precision']} on {torch.get_num_threads()} threads: every seed reaches {target} within "
                f"{args.budget_tokens:,} tokens; median time-to-target {median:.1f} s in these runs")
     print(summary)
     evidence = {"target_log_perplexity": target, "summary": summary, "budget_tokens": args.budget_tokens,
-                "machine": torch.__config__.parallel_info().splitlines()[0], "torch": torch.__version__, "runs": runs}
+                "machine": f"{system.cpu_model()}, {torch.get_num_threads()} threads", "precision": runs[0]["precision"],
+                "torch": torch.__version__, "runs": runs}
     if args.write:
         atomic_write_text(TARGETS / f"{args.member}.json", json.dumps(evidence, indent=1) + "\n")
         print(f"wrote {TARGETS / (args.member + '.json')}")

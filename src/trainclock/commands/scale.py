@@ -9,6 +9,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from trainclock.console import table_console
+
 from trainclock.commands.launch import add_command, check_run_args
 
 # run flags the sweep sets itself
@@ -50,7 +52,7 @@ def main(args) -> int:
     plan = sweep.SweepPlan(benchmark=args.benchmark, sizes=sweep.parse_sizes(args.nproc), repeats=args.repeats,
                            seed=seed, out=args.out, run_args=tuple(args.run_args), cpu_threads=args.cpu_threads)
     sweep.check(plan)
-    console = Console()
+    console = table_console()
     console.print(f"trainclock scale: {plan.benchmark} at {', '.join(map(str, plan.sizes))} process(es), "
                   f"{plan.repeats} run(s) each, seeds {seed}..{seed + plan.repeats - 1}")
     result = sweep.run_sweep(plan, on_run=lambda m: console.print(
@@ -65,7 +67,7 @@ def main(args) -> int:
 
 def print_table(result, console: Console | None = None) -> None:
     """The sweep's table: one row per process count."""
-    console = console or Console()
+    console = table_console(console)
     rows = result.rows
     base = rows[0].nproc
     growth = "1 (the same CPU threads, split)" if result.plan.cpu_threads else f"(N / {base})"

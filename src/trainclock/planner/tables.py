@@ -5,6 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from trainclock.console import table_console
+
 from trainclock.planner import calibrate
 from trainclock.planner.calibrate import Check
 from trainclock.planner.cost import Price, RunCost
@@ -36,7 +38,7 @@ def _gb(n_bytes: float) -> str:
 
 def print_plan(p: Prediction, calibrated: Calibrated, found: SearchResult | None, cost: RunCost, price: Price | None,
                top: int = 5, console: Console | None = None) -> None:
-    console = console or Console()
+    console = table_console(console)
     spec, acc, s = p.spec, p.accelerator, p.step
     nodes = -(-p.count // acc.accelerators_per_node)
     how = (f"best of {len(found.ranked):,} layouts that fit ({found.considered:,} considered)" if found
@@ -113,7 +115,7 @@ def _print_ranking(found: SearchResult, top: int, console: Console) -> None:
 
 
 def print_sweep(points: list[CurvePoint], title: str, console: Console | None = None) -> None:
-    console = console or Console()
+    console = table_console(console)
     table = Table(title=title, title_justify="left")
     with_cost = any(p.cost_per_run is not None for p in points)
     columns = ["accel.", "nodes", "batch", "TTT (min)", "speedup", "TTT eff.", "tput eff.", "MFU", "GB",
@@ -130,7 +132,7 @@ def print_sweep(points: list[CurvePoint], title: str, console: Console | None = 
 
 
 def print_validation(report: ValidationReport, console: Console | None = None) -> None:
-    console = console or Console()
+    console = table_console(console)
     fits = Table(title="calibration: per software stack", title_justify="left")
     for col in ("stack", "software", "entries", "matmul efficiency", "eval overhead (s)", "overhead from"):
         fits.add_column(col, justify="right" if col in ("entries", "matmul efficiency", "eval overhead (s)") else "left")
@@ -182,7 +184,7 @@ def _checks(title: str, rows: list[Check]) -> Table:
 
 
 def print_catalogue(catalogue: dict[str, Accelerator], console: Console | None = None) -> None:
-    console = console or Console()
+    console = table_console(console)
     table = Table(title="accelerators (add yours with --hardware FILE; this-cpu is measured when asked for)",
                   title_justify="left")
     for col in ("id", "name", "peak TFLOP/s", "memory", "per node", "intra-node GB/s", "inter-node GB/s", "power"):

@@ -5,11 +5,13 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from trainclock.console import table_console
+
 from trainclock.train.run import RunResult
 
 
 def print_run_summary(result: RunResult, target: float, console: Console | None = None) -> None:
-    console = console or Console()
+    console = table_console(console)
     o = result.outcome
     table = Table(title=f"run {o.status}", show_header=False, title_style="bold green" if o.status == "success" else "bold red")
     table.add_column(style="bold")
@@ -29,7 +31,7 @@ def print_run_summary(result: RunResult, target: float, console: Console | None 
 def print_members(console: Console | None = None) -> None:
     from trainclock.workloads.gpt3.spec import MEMBERS
 
-    console = console or Console()
+    console = table_console(console)
     table = Table(title="GPT-3 benchmark members")
     for col in ("name", "parameters", "layers", "d_model", "heads", "context", "vocab", "batch (seq)", "target", "target from"):
         table.add_column(col, justify="right" if col not in ("name", "target from") else "left")

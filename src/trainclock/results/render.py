@@ -10,13 +10,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from trainclock.console import table_console
 from trainclock.results.compare import Comparison, Compared
 from trainclock.results.importer import NEW, UNCHANGED, UPDATED, ImportReport
 from trainclock.results.models import Entry, Run
 from trainclock.results.queries import EntryRow
 from trainclock.results.records import CLOUD, ONPREM
 
-WIDE = 220  # wide enough for a comparison's rows without folding MLPerf's long system names
 VERDICT_STYLE = {"valid": "green", "incomplete": "yellow"}
 WHERE = {CLOUD: "cloud", ONPREM: "on-prem"}
 FINDINGS_SHOWN = 4  # per run, unless verbose
@@ -25,15 +25,8 @@ SYSTEM_FIELDS_SHOWN = ("submitter", "status", "number_of_nodes", "accelerators_p
                        "host_networking", "framework")
 
 
-def console_for_tables(console: Console | None = None) -> Console:
-    console = console or Console()
-    if not console.is_terminal:
-        console.width = max(console.width, WIDE)  # a file or pipe has no width to fit: keep rows whole
-    return console
-
-
 def print_import(report: ImportReport, console: Console | None = None) -> None:
-    console = console_for_tables(console)
+    console = table_console(console)
     for outcome in report.outcomes:
         for note in outcome.notes:
             console.print(f"[yellow]note[/]: {escape(note)}")
@@ -47,7 +40,7 @@ def print_import(report: ImportReport, console: Console | None = None) -> None:
 
 
 def print_entries(rows: Sequence[EntryRow], console: Console | None = None) -> None:
-    console = console_for_tables(console)
+    console = table_console(console)
     if not rows:
         console.print("no stored entry matches; import results with `trainclock results import PATH`")
         return
@@ -64,7 +57,7 @@ def print_entries(rows: Sequence[EntryRow], console: Console | None = None) -> N
 
 
 def print_entry(entry: Entry, console: Console | None = None, verbose: bool = False) -> None:
-    console = console_for_tables(console)
+    console = table_console(console)
     system = entry.system_row
     accelerators = "?" if system is None or system.accelerators is None else (
         "none (CPU)" if system.accelerators == 0 else f"{system.accelerators:,} × {system.accelerator_model or '?'}")
@@ -93,7 +86,7 @@ def print_entry(entry: Entry, console: Console | None = None, verbose: bool = Fa
 
 
 def print_comparisons(comparisons: Sequence[Comparison], console: Console | None = None) -> None:
-    console = console_for_tables(console)
+    console = table_console(console)
     for comparison in comparisons:
         unit = next((row.unit for row in comparison.rows if row.unit), "samples")
         base = comparison.baseline

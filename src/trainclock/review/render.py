@@ -9,18 +9,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from trainclock.console import table_console
 from trainclock.review.entry import INCOMPLETE, VALID, EntryReview
 from trainclock.review.run_review import RunReview
 
 VERDICT_STYLE = {VALID: "green", INCOMPLETE: "yellow"}
-WIDE = 160
 FINDINGS_SHOWN = 4  # per run, unless verbose: a broken log can fail the same rule thousands of times
 
 
 def print_review(entries: Sequence[EntryReview], console: Console | None = None, verbose: bool = False) -> None:
-    console = console or Console()
-    if not console.is_terminal:
-        console.width = max(console.width, WIDE)  # a file or pipe has no width to fit: keep rows whole
+    console = table_console(console)
     table = Table(title="MLPerf review: time-to-train in minutes (run_stop - run_start)", box=box.SIMPLE_HEAD,
                   padding=0, show_edge=False)
     for column in ("round", "org", "system", "benchmark", "accel.", "runs", "per run", "score", "RCP", "verdict"):

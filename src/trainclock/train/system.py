@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -57,7 +57,7 @@ def describe(system_name: str, device: torch.device, org: str, division: str, st
         "system_name": system_name,
         "number_of_nodes": str(nodes),
         "host_processors_per_node": "1",
-        "host_processor_model_name": _cpu_model(),
+        "host_processor_model_name": cpu_model(),
         "host_processor_core_count": str(os.cpu_count() or ""),
         "host_processor_vcpu_count": str(os.cpu_count() or ""),
         "host_processor_frequency": "",

@@ -22,3 +22,17 @@ def test_two_processes_match_one(reference, corpus_dir, tmp_path, layout):
     assert len(curve) == len(reference) == 20
     assert curve == pytest.approx(reference, rel=2e-4, abs=2e-4)
     assert curve[-1] < curve[0] - 0.5  # it trained
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout, described", [(["--pp", "2"], "dp=2 (ddp) tp=1 pp=2"),
+                                               (["--pp", "2", "--fsdp"], "dp=2 (fsdp) tp=1 pp=2")],
+                         ids=["pp2xddp2", "pp2xfsdp2"])
+def test_pipeline_with_data_parallel_matches_one(reference, corpus_dir, tmp_path, layout, described):
+    """4 processes: two pipeline stages, each replicated (DDP) or sharded (FSDP2) over two ranks."""
+    proc = run(tiny_args(corpus_dir, tmp_path, "--nproc", "4", *layout), timeout=400)
+    assert proc.returncode in (0, 1) and "run " in proc.stdout, proc.stderr[-3000:]
+    log = next(tmp_path.glob("results/*/gpt3-tiny/result_0.txt")).read_text()
+    assert f'"value": "{described}"' in log
+    curve = losses(tmp_path)
+    assert curve == pytest.approx(reference, rel=2e-4, abs=2e-4)

@@ -58,6 +58,26 @@ def test_kill_9_then_resume_gives_the_same_curve(uninterrupted, corpus_dir, tmp_
     assert '"key": "trainclock_resumed"' in log
 
 
+def test_a_sharded_checkpoint_resumes_on_another_world_size(uninterrupted, corpus_dir, tmp_path):
+    """FSDP2 on 2 processes writes sharded checkpoints; 1 process resumes from them (DCP reshards),
+    reading the same samples: no sample is repeated or skipped across the change."""
+    reference_losses, reference_evals = uninterrupted
+    same_system = ["--system", "resized"]  # the default system name counts the processes
+    victim = start(tiny_args(corpus_dir, tmp_path, "--nproc", "2", "--fsdp", *same_system, *CHECKPOINTS))
+    wait_for(lambda: checkpoints(tmp_path, "step_*/trainclock.json"))
+    if victim.poll() is not None:
+        pytest.skip("the run finished before it could be killed (machine too fast for this trial)")
+    os.killpg(victim.pid, signal.SIGKILL)  # the launcher and torchrun's agent; the workers have sessions of their own
+    victim.wait()
+    wait_for(lambda: not _processes_writing_to(tmp_path), timeout=10)  # they die with their agent
+    resumed = run(tiny_args(corpus_dir, tmp_path, *same_system, *CHECKPOINTS, "--resume"))
+    assert resumed.returncode in (0, 1), resumed.stderr[-2000:]
+    log = next(tmp_path.glob("results/resized/gpt3-tiny/result_0.txt")).read_text()
+    assert '"key": "trainclock_resumed"' in log
+    assert losses(tmp_path) == pytest.approx(reference_losses, rel=2e-4, abs=2e-4)  # steps in order, none repeated
+    assert [tokens for tokens, _ in evals(tmp_path)] == [tokens for tokens, _ in reference_evals]
+
+
 def test_resume_without_a_checkpoint_says_so(corpus_dir, tmp_path):
     proc = run(tiny_args(corpus_dir, tmp_path, "--resume"))
     assert proc.returncode == 2 and "nothing to resume" in proc.stderr
@@ -71,6 +91,17 @@ def test_a_checkpoint_of_another_run_is_refused(corpus_dir, tmp_path):
     other_seed = [a if a != "5" else "6" for a in tiny_args(corpus_dir, tmp_path, *CHECKPOINTS, "--resume")]
     proc = run(other_seed)
     assert proc.returncode == 2 and "belongs to another run" in proc.stderr and "seed 5 vs 6" in proc.stderr
+
+
+def _processes_writing_to(out: Path) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and str(out).encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            pass
+    return found
 
 
 def _children(pid: int) -> list[int]:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import signal
+import sys
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -47,10 +50,26 @@ def device_for(env: DistEnv, requested: torch.device) -> torch.device:
     return requested
 
 
+def die_with_agent() -> None:
+    """torchrun starts each worker in a session of its own, so a SIGKILL of the agent (or of the
+    `trainclock run` above it) would leave the workers training, and writing checkpoints under a
+    run that is being resumed. On Linux a worker asks the kernel to kill it when its parent dies."""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    PR_SET_PDEATHSIG = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the agent died before the request took effect
+        os._exit(1)
+
+
 def init_process_group(env: DistEnv, device: torch.device) -> None:
     """gloo on CPU, NCCL on GPU, chosen from the device."""
     if not env.distributed or dist.is_initialized():
         return
+    if under_torchrun():
+        die_with_agent()
     if device.type == "cuda":
         torch.cuda.set_device(device)
     timeout = timedelta(minutes=10)

@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass, field
 from typing import IO
 
 import torch
-from torch.distributed.tensor import DTensor
 
 from trainclock.dist.context import ParallelContext
+from trainclock.dist.grads import clip_grads_with_norm, grad_norm
 from trainclock.mllog import RunLog
 from trainclock.train.job import TrainJob
 from trainclock.train.progress import TrainProgress
@@ -110,7 +110,7 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, x: torc
         with autocast():
             loss_sum = model.pipeline_step(x.to(device), y.to(device))
         total = model.grad_square_sum().sqrt()
-        torch.nn.utils.clip_grads_with_norm_([p for p in model.parameters() if p.grad is not None], clip_norm, total)
+        clip_grads_with_norm(model.parameters(), clip_norm, total)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         return loss_sum, float(total)
@@ -130,17 +130,10 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, x: torc
 
 
 def clip_grad_norm(model: torch.nn.Module, max_norm: float) -> torch.Tensor:
-    """torch's clip_grad_norm_, for models that mix sharded (DTensor) and plain parameters, as
-    tensor parallel does: the norm of each kind is taken apart, then combined."""
-    params = [p for p in model.parameters() if p.grad is not None]
-    groups = [[p for p in params if isinstance(p.grad, DTensor)], [p for p in params if not isinstance(p.grad, DTensor)]]
-    norms = []
-    for group in filter(None, groups):
-        norm = torch.nn.utils.get_total_norm([p.grad for p in group])
-        norms.append(norm.full_tensor() if isinstance(norm, DTensor) else norm)
-    total = torch.linalg.vector_norm(torch.stack(norms)) if len(norms) > 1 else norms[0]
-    for group in filter(None, groups):
-        torch.nn.utils.clip_grads_with_norm_(group, max_norm, total)
+    """torch's clip_grad_norm_, for models that mix sharded (DTensor) and plain parameters."""
+    params = list(model.parameters())
+    total = grad_norm(params)
+    clip_grads_with_norm(params, max_norm, total)
     return total
 
 

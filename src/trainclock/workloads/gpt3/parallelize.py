@@ -16,9 +16,9 @@ from trainclock.workloads.gpt3.pipeline import PipelinedGPT
 
 def check_layout(model_shape, ctx: ParallelContext) -> None:
     layout = ctx.layout
-    if layout.pp > 1 and (layout.dp > 1 or layout.tp > 1):
-        raise UsageError("pipeline parallel (--pp) does not combine with data or tensor parallel yet; "
-                         "use --pp alone, or --tp/--fsdp/DDP without it")
+    if layout.pp > 1 and layout.tp > 1:
+        raise UsageError("pipeline parallel (--pp) does not combine with tensor parallel (--tp) yet; "
+                         "use --pp with data parallel (DDP or --fsdp), or --tp without --pp")
     if model_shape.n_layer < layout.pp:
         raise UsageError(f"pipeline degree {layout.pp} exceeds the {model_shape.n_layer} layers")
     if model_shape.n_head % layout.tp:

@@ -1,6 +1,8 @@
 """Pipeline parallel GPT with torch.distributed.pipelining: each pipeline rank holds a
 contiguous run of blocks (the first also the embeddings, the last the final LayerNorm and the
-output head), and a GPipe schedule moves micro-batches through them.
+output head), and a GPipe schedule moves micro-batches through them. With several data-parallel
+replicas, each stage is wrapped in DDP or sharded with FSDP2 over the data-parallel mesh (the
+pipelining stage drives both: gradients are reduced once, after the last micro-batch).
 
 The output head is tied to the input embedding, which lives on the first stage: the last stage
 keeps its own copy and the two gradients are summed after every backward (Megatron's way), so
@@ -12,9 +14,13 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.fsdp import fully_shard
 from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+from torch.distributed.tensor import DTensor
+from torch.nn.parallel import DistributedDataParallel
 
 from trainclock.dist.context import ParallelContext
+from trainclock.dist.grads import grad_norm
 from trainclock.workloads.gpt3.model import GPT
 
 
@@ -56,7 +62,9 @@ class PipelinedGPT(nn.Module):
         layers = model.shape.n_layer
         first, last = self.rank * layers // self.size, (self.rank + 1) * layers // self.size
         self.stage_module = GPTStage(model, first, last, self.rank == 0, self.rank == self.size - 1)
-        self.stage = PipelineStage(self.stage_module, self.rank, self.size, device, group=self.pp_group)
+        # the DDP wrapper is kept off this module's attributes: parameter names stay stage_module.*
+        runnable = _data_parallel(self.stage_module, ctx)
+        self.stage = PipelineStage(runnable, self.rank, self.size, device, group=self.pp_group)
         self.schedule = ScheduleGPipe(self.stage, n_microbatches=microbatches, loss_fn=_loss)
         self.tied_group = _tied_embedding_group(ctx)
 
@@ -108,14 +116,29 @@ class PipelinedGPT(nn.Module):
         weight = self.stage_module.tok_emb.weight if self.is_first else self.stage_module.head
         if weight.grad is None:
             weight.grad = torch.zeros_like(weight)
-        dist.all_reduce(weight.grad, group=self.tied_group)
+        # under FSDP both copies are sharded alike over the data-parallel mesh: sum shard with shard
+        grad = weight.grad.to_local() if isinstance(weight.grad, DTensor) else weight.grad
+        dist.all_reduce(grad, group=self.tied_group)
 
     def grad_square_sum(self) -> torch.Tensor:
-        """Squared gradient norm of the whole model: each stage's share, the tied copy once."""
-        params = [p for name, p in self.stage_module.named_parameters() if p.grad is not None and name != "head"]
-        local = sum((p.grad.float().pow(2).sum() for p in params), torch.zeros(()))
+        """Squared gradient norm of the whole model: each stage's share (whole across its data-parallel
+        shards), the tied copy once."""
+        params = [p for name, p in self.stage_module.named_parameters() if name != "head"]
+        local = grad_norm(params).float().pow(2)
         dist.all_reduce(local, group=self.pp_group)
         return local
+
+
+def _data_parallel(stage: GPTStage, ctx: ParallelContext) -> nn.Module:
+    if ctx.layout.dp == 1:
+        return stage
+    dp_mesh = ctx.mesh["dp"]
+    if ctx.layout.fsdp:
+        for block in stage.blocks.values():
+            fully_shard(block, mesh=dp_mesh)
+        fully_shard(stage, mesh=dp_mesh)
+        return stage
+    return DistributedDataParallel(stage, process_group=dp_mesh.get_group())
 
 
 def _tied_embedding_group(ctx: ParallelContext):

@@ -25,6 +25,8 @@ import tempfile
 from pathlib import Path
 
 from rich.console import Console
+
+from trainclock.console import table_console
 from rich.table import Table
 
 from trainclock.commands.scale import print_table
@@ -82,7 +84,7 @@ def main() -> None:
     threads = os.cpu_count() or 1
     if threads < 2:
         sys.exit("scaling.py: this machine has 1 CPU core; 1 x 1 against 1 x 1 measures nothing")
-    console = Console()
+    console = table_console()
     work = Path(tempfile.mkdtemp(prefix="trainclock-scaling-"))
     out = args.out or work / "runs"
     run_args = ("--max-samples", str(args.max_samples), "--device", "cpu", *(("--data", args.data) if args.data else ()))

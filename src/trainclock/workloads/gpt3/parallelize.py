@@ -48,4 +48,5 @@ def parallelize(model: GPT, ctx: ParallelContext, compile: bool, device: torch.d
             fully_shard(block, mesh=dp_mesh)
         fully_shard(model, mesh=dp_mesh)
         return runnable
-    return DistributedDataParallel(runnable, process_group=mesh["dp"].get_group())
+    # gradients live in the all-reduce buckets: no copy into them and back after every backward
+    return DistributedDataParallel(runnable, process_group=mesh["dp"].get_group(), gradient_as_bucket_view=True)

@@ -25,6 +25,8 @@ def atomic_writer(path: Path, mode: str = "w") -> Iterator[IO]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        # mkstemp makes the file private (0600); the result gets the mode a plain open() would give
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, mode) as f:
             yield f
             f.flush()
@@ -39,3 +41,9 @@ def atomic_writer(path: Path, mode: str = "w") -> Iterator[IO]:
 def atomic_write_text(path: Path, text: str) -> None:
     with atomic_writer(path, "w") as f:
         f.write(text)
+
+
+def _umask() -> int:
+    mask = os.umask(0)  # the only way to read it is to set it: put it straight back
+    os.umask(mask)
+    return mask

@@ -26,13 +26,25 @@ def test_two_processes_match_one(reference, corpus_dir, tmp_path, layout):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("layout, described", [(["--pp", "2"], "dp=2 (ddp) tp=1 pp=2"),
-                                               (["--pp", "2", "--fsdp"], "dp=2 (fsdp) tp=1 pp=2")],
-                         ids=["pp2xddp2", "pp2xfsdp2"])
-def test_pipeline_with_data_parallel_matches_one(reference, corpus_dir, tmp_path, layout, described):
-    """4 processes: two pipeline stages, each replicated (DDP) or sharded (FSDP2) over two ranks."""
+                                               (["--pp", "2", "--fsdp"], "dp=2 (fsdp) tp=1 pp=2"),
+                                               (["--pp", "2", "--tp", "2"], "dp=1 (ddp) tp=2 pp=2"),
+                                               (["--tp", "2", "--fsdp"], "dp=2 (fsdp) tp=2 pp=1")],
+                         ids=["pp2xddp2", "pp2xfsdp2", "pp2xtp2", "tp2xfsdp2"])
+def test_two_parallel_dimensions_match_one(reference, corpus_dir, tmp_path, layout, described):
+    """4 processes: two pipeline stages, each replicated (DDP), sharded (FSDP2) or split by tensor
+    parallel over two ranks; and FSDP2 over tensor parallel (2-D meshes)."""
     proc = run(tiny_args(corpus_dir, tmp_path, "--nproc", "4", *layout), timeout=400)
     assert proc.returncode in (0, 1) and "run " in proc.stdout, proc.stderr[-3000:]
     log = next(tmp_path.glob("results/*/gpt3-tiny/result_0.txt")).read_text()
     assert f'"value": "{described}"' in log
     curve = losses(tmp_path)
     assert curve == pytest.approx(reference, rel=2e-4, abs=2e-4)
+
+
+@pytest.mark.slow
+def test_three_parallel_dimensions_match_one(reference, corpus_dir, tmp_path):
+    """8 processes, the layout of the large members: pipeline x tensor parallel x FSDP2 (6 steps)."""
+    proc = run(tiny_args(corpus_dir, tmp_path, "--nproc", "8", "--pp", "2", "--tp", "2", "--fsdp", samples=192),
+               timeout=500)
+    assert proc.returncode in (0, 1) and "run " in proc.stdout, proc.stderr[-3000:]
+    assert losses(tmp_path) == pytest.approx(reference[:6], rel=2e-4, abs=2e-4)

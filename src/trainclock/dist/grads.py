@@ -1,6 +1,6 @@
 """Gradient norms and clipping for models that mix sharded (DTensor: tensor parallel, FSDP2) and
-plain parameters. torch's clip_grad_norm_ takes one kind per call, so each kind is normed apart
-and the norms combined; a DTensor norm is made whole across its mesh."""
+plain parameters. torch's clip_grad_norm_ takes one kind (and one mesh) per call, so each kind is
+normed apart and the norms combined; a DTensor norm is made whole across its mesh."""
 
 from __future__ import annotations
 
@@ -11,9 +11,14 @@ from torch.distributed.tensor import DTensor
 
 
 def _by_kind(params: Iterable[torch.nn.Parameter]) -> list[list[torch.nn.Parameter]]:
-    with_grads = [p for p in params if p.grad is not None]
-    kinds = [[p for p in with_grads if isinstance(p.grad, DTensor)], [p for p in with_grads if not isinstance(p.grad, DTensor)]]
-    return [kind for kind in kinds if kind]
+    """Plain gradients, then DTensor gradients grouped by mesh: FSDP2 over tensor parallel puts the
+    split matrices on the 2-D (dp, tp) mesh and the LayerNorms on the dp mesh, and DTensor ops
+    take one mesh per call."""
+    kinds: dict[object, list[torch.nn.Parameter]] = {}
+    for p in params:
+        if p.grad is not None:
+            kinds.setdefault(p.grad.device_mesh if isinstance(p.grad, DTensor) else None, []).append(p)
+    return list(kinds.values())
 
 
 def grad_norm(params: Iterable[torch.nn.Parameter]) -> torch.Tensor:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import LogFormatter, StrMethodFormatter
+from matplotlib.ticker import EngFormatter, LogFormatter
 
 from trainclock.report.curves import RunCurve
 from trainclock.report.planner_curve import PlannerCurve
@@ -66,7 +66,7 @@ def training_curves(curves: Sequence[RunCurve], x_axis: str) -> Figure | None:
     eval_axes.set(title="validation", xlabel=x_label, ylabel="log perplexity (nats/token)")
     if x_axis == "tokens":
         for axes in (loss_axes, eval_axes):
-            axes.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+            axes.xaxis.set_major_formatter(EngFormatter(sep=""))  # 200k, 1M: whole numbers overlap on a half-width plot
     eval_axes.legend(fontsize="small")
     return figure
 

@@ -16,9 +16,6 @@ from trainclock.workloads.gpt3.pipeline import PipelinedGPT
 
 def check_layout(model_shape, ctx: ParallelContext) -> None:
     layout = ctx.layout
-    if layout.pp > 1 and layout.tp > 1:
-        raise UsageError("pipeline parallel (--pp) does not combine with tensor parallel (--tp) yet; "
-                         "use --pp with data parallel (DDP or --fsdp), or --tp without --pp")
     if model_shape.n_layer < layout.pp:
         raise UsageError(f"pipeline degree {layout.pp} exceeds the {model_shape.n_layer} layers")
     if model_shape.n_head % layout.tp:
@@ -30,8 +27,6 @@ def check_layout(model_shape, ctx: ParallelContext) -> None:
 def parallelize(model: GPT, ctx: ParallelContext, compile: bool, device: torch.device,
                 microbatches: int) -> torch.nn.Module:
     layout, mesh = ctx.layout, ctx.mesh
-    if mesh is not None and layout.pp > 1:
-        return PipelinedGPT(model, ctx, device, microbatches)
     if mesh is not None and layout.tp > 1:
         # Megatron-style: column-parallel qkv and MLP up (each rank holds whole heads), row-parallel
         # output projections whose results are all-reduced; embeddings and LayerNorms replicated.
@@ -39,6 +34,8 @@ def parallelize(model: GPT, ctx: ParallelContext, compile: bool, device: torch.d
                 "mlp.up": ColwiseParallel(), "mlp.down": RowwiseParallel()}
         for block in model.blocks:
             parallelize_module(block, mesh["tp"], plan)
+    if mesh is not None and layout.pp > 1:  # stages of the tensor-parallel blocks, data parallel inside
+        return PipelinedGPT(model, ctx, device, microbatches)
     runnable: torch.nn.Module = torch.compile(model) if compile else model
     if mesh is None or layout.dp == 1:
         return runnable

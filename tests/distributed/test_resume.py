@@ -70,6 +70,8 @@ def test_a_sharded_checkpoint_resumes_on_another_world_size(uninterrupted, corpu
     os.killpg(victim.pid, signal.SIGKILL)  # the launcher and torchrun's agent; the workers have sessions of their own
     victim.wait()
     wait_for(lambda: not _processes_writing_to(tmp_path), timeout=10)  # they die with their agent
+    elsewhere = run(tiny_args(corpus_dir, tmp_path, *CHECKPOINTS, "--resume"))  # the default system name
+    assert elsewhere.returncode == 2 and "exist under system resized" in elsewhere.stderr and "--system" in elsewhere.stderr
     resumed = run(tiny_args(corpus_dir, tmp_path, *same_system, *CHECKPOINTS, "--resume"))
     assert resumed.returncode in (0, 1), resumed.stderr[-2000:]
     log = next(tmp_path.glob("results/resized/gpt3-tiny/result_0.txt")).read_text()

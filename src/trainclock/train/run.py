@@ -184,7 +184,11 @@ def _claim_slot(request: RunRequest, results_dir: Path, resume: bool) -> _Slot:
             if slot:
                 return slot
             if request.resume:
-                return _Slot(error=f"nothing to resume in {results_dir}: no unfinished run with a complete checkpoint; "
+                others = sorted(p.parent.parent.name for p in results_dir.parent.parent.glob(f"*/{request.workload}/result_*.txt.partial")
+                                if p.parent != results_dir)
+                hint = (f" (unfinished runs of {request.workload} exist under system {', '.join(dict.fromkeys(others))}: "
+                        "the default system name counts the processes; pass --system NAME to resume one)") if others else ""
+                return _Slot(error=f"nothing to resume in {results_dir}: no unfinished run with a complete checkpoint{hint}; "
                                    "start a new run without --resume")
         return _Slot(log_path=_reserve_result_path(results_dir))
     except OSError as e:

@@ -26,9 +26,17 @@ def test_this_cpu_uses_trainclocks_own_reference_runs(monkeypatch):
     monkeypatch.setattr(calibrate, "target_evidence", lambda name: {"runs": runs})
     cpu = accelerator(id=hardware.THIS_CPU, accelerators_per_node=1, inter_node_bandwidth=0.0)
     calibrated = Planner(get_member("gpt3-mini"), {}).calibrated(cpu)
-    assert calibrated.efficiency.compute == 0.3  # the median of every measured member's runs
+    assert calibrated.efficiency.compute == 0.3  # the median of the member's reference runs
     assert (calibrated.template.zero, calibrated.template.overlap) == (calibrate.CPU_LAYOUT["zero"], False)
-    assert "trainclock reference runs" in calibrated.source
+    assert "gpt3-mini reference runs" in calibrated.source
+
+
+def test_this_cpu_prefers_the_members_full_runs_to_the_target(monkeypatch):
+    evidence = {"runs": [{"mfu": 0.1}], "verification": {"runs": [{"mfu": 0.5}, {"mfu": 0.54}, {"mfu": 0.52}]}}
+    monkeypatch.setattr(calibrate, "target_evidence", lambda name: evidence)
+    cpu = accelerator(id=hardware.THIS_CPU, accelerators_per_node=1, inter_node_bandwidth=0.0)
+    calibrated = Planner(get_member("gpt3-mini"), {}).calibrated(cpu)
+    assert calibrated.efficiency.compute == 0.52 and "3 gpt3-mini verification runs" in calibrated.source
 
 
 def test_this_cpu_is_measured():

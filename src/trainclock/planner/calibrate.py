@@ -33,7 +33,7 @@ from trainclock.planner.step_time import Efficiency, eval_seconds
 from trainclock.workloads.gpt3.spec import MEMBERS, GPT3Spec, get_member, target_evidence
 
 CPU_STACK = f"{THIS_CPU}/trainclock"
-CPU_LAYOUT = {"recompute": "none", "zero": 0, "overlap": False, "precision": "bf16"}
+CPU_LAYOUT = {"recompute": "none", "zero": 0, "overlap": False}  # precision: what `trainclock run` would choose here
 _BOUNDS = {"compute": (0.01, 1.0), "eval_overhead_s": (0.0, 600.0)}
 
 
@@ -225,12 +225,23 @@ def error_summary(rows: list[Check]) -> tuple[float, float]:
     return statistics.fmean(errors), max(errors)
 
 
-def own_runs_efficiency() -> tuple[Efficiency, str]:
-    """This CPU's efficiency: the median MFU of trainclock's recorded reference runs, measured
-    against the same matmul peak the planner measures for this-cpu."""
-    mfus = [run["mfu"] for spec in MEMBERS.values() if spec.target_source.startswith("measured")
-            for run in (target_evidence(spec.name).get("runs") or []) if isinstance(run.get("mfu"), int | float)]
+def own_runs_efficiency(member: str) -> tuple[Efficiency, str]:
+    """This CPU's efficiency: the median MFU of trainclock's recorded runs of the planned member,
+    measured against the same matmul peak the planner measures for this-cpu. Its verification runs
+    (full runs to the target, as a user meets it) come first, then its reference runs, then the
+    reference runs of every measured member: efficiency depends on the model's size."""
+    measured = [spec.name for spec in MEMBERS.values() if spec.target_source.startswith("measured")]
+    if member in measured:
+        evidence = target_evidence(member)
+        for kind, runs in (("verification", (evidence.get("verification") or {}).get("runs")), ("reference", evidence.get("runs"))):
+            if mfus := _mfus(runs):
+                return Efficiency(statistics.median(mfus)), f"median MFU of {len(mfus)} {member} {kind} runs"
+    mfus = [mfu for name in measured for mfu in _mfus(target_evidence(name).get("runs"))]
     if not mfus:
         raise DataError("no trainclock reference run records an MFU (workloads/gpt3/targets/*.json); "
                         "give --efficiency F for this-cpu")
-    return Efficiency(statistics.median(mfus)), f"median MFU of {len(mfus)} trainclock reference runs"
+    return Efficiency(statistics.median(mfus)), f"median MFU of {len(mfus)} trainclock reference runs of {', '.join(measured)}"
+
+
+def _mfus(runs: list[dict] | None) -> list[float]:
+    return [run["mfu"] for run in runs or [] if isinstance(run.get("mfu"), int | float)]

@@ -54,8 +54,13 @@ class Planner:
         if efficiency is not None and not 0 < efficiency <= 1:
             raise UsageError(f"--efficiency {efficiency}: give the fraction of peak FLOP/s the matmuls reach, in (0, 1]")
         if accelerator.id == THIS_CPU and stack is None:
-            own, source = (Efficiency(efficiency), "given (--efficiency)") if efficiency else calibrate.own_runs_efficiency()
-            return Calibrated(own, replace(Layout(), **calibrate.CPU_LAYOUT), source)
+            own, source = (Efficiency(efficiency), "given (--efficiency)") if efficiency else calibrate.own_runs_efficiency(self.spec.name)
+            import torch  # lazily, as hardware.this_cpu: planning a cluster never loads torch
+
+            from trainclock.train.peak import resolve_precision
+
+            precision = resolve_precision("auto", torch.device("cpu"))  # fp32 on a CPU without bf16 instructions
+            return Calibrated(own, replace(Layout(), **calibrate.CPU_LAYOUT, precision=precision), source)
         if stack is None and efficiency is not None:
             return Calibrated(Efficiency(efficiency), self._generic_template(accelerator), "given (--efficiency)")
         fit = self._stack_fit(accelerator, stack)

@@ -2,9 +2,12 @@
 2 here), each a real `trainclock run` of gpt3-mini with the same seed, measured from its log and
 metrics file by trainclock's own scaling sweep. Prints the throughput efficiency (goal >= 0.9:
 data parallelism over gloo should cost little next to intra-op threads) and, with --fsdp, the
-peak memory of every rank under FSDP2 next to DDP's.
+peak memory of every rank under FSDP2 next to DDP's; with --pipeline, pipeline parallel over the
+same processes under each schedule (GPipe, 1F1B, interleaved 1F1B), its throughput and memory
+next to DDP's.
 
-  python benchmarks/scaling.py [--member gpt3-mini] [--max-samples 64] [--repeats 1] [--fsdp] [--data PATH] [--out DIR]
+  python benchmarks/scaling.py [--member gpt3-mini] [--max-samples 64] [--repeats 1] [--fsdp] [--pipeline]
+                               [--data PATH] [--out DIR]
 
 Threads: `trainclock run` does not set thread counts. A single process gets torch's default (one
 thread per core); under torchrun with several processes, torchrun sets OMP_NUM_THREADS=1 per
@@ -78,6 +81,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--data", help="corpus for `trainclock run --data` (default: the member's)")
     parser.add_argument("--fsdp", action="store_true", help="also run FSDP2 and compare peak memory per rank with DDP")
+    parser.add_argument("--pipeline", action="store_true",
+                        help="also run pipeline parallel under each schedule and compare with DDP")
     parser.add_argument("--out", type=Path, help="keep the result trees here (default: a temporary folder)")
     args = parser.parse_args()
 
@@ -112,6 +117,25 @@ def main() -> None:
         print_memory(console, runner.peaks[0], ddp_peaks, runner.peaks[-1], threads)
         ratio = fsdp.runs[0].tokens_per_s / result.runs[-1].tokens_per_s
         console.print(f"FSDP2 throughput: {fsdp.runs[0].tokens_per_s:,.0f} tokens/s, {ratio:.2f}x DDP's")
+
+    if args.pipeline:
+        ddp_run, ddp_peaks = result.runs[-1], runner.peaks[len(result.runs) - 1]
+        table = Table(title=f"pipeline parallel over {threads} processes (pp={threads}) against DDP")
+        for column in ("layout", "tokens/s", "/ DDP", "peak MiB per rank"):
+            table.add_column(column, justify="left" if column == "layout" else "right")
+        table.add_row(f"DDP x {threads}", f"{ddp_run.tokens_per_s:,.0f}", "1.00", _peaks(ddp_peaks))
+        for schedule in ("gpipe", "1f1b", "interleaved-1f1b"):
+            flags = ("--pp", str(threads), "--pp-schedule", schedule)
+            plan = sweep.SweepPlan(args.member, (threads,), 1, args.seed, out / schedule, (*run_args, *flags),
+                                   cpu_threads=threads)
+            measured = sweep.run_sweep(plan, runner).runs[0]
+            table.add_row(f"pp={threads} {schedule}", f"{measured.tokens_per_s:,.0f}",
+                          f"{measured.tokens_per_s / ddp_run.tokens_per_s:.2f}", _peaks(runner.peaks[-1]))
+        console.print(table)
+
+
+def _peaks(per_rank: dict[str, float]) -> str:
+    return " / ".join(f"{mib:,.0f}" for _, mib in sorted(per_rank.items(), key=lambda item: int(item[0])))
 
 
 def print_memory(console: Console, single: dict[str, float], ddp: dict[str, float], fsdp: dict[str, float],

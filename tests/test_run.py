@@ -130,6 +130,12 @@ BAD_INPUTS = {
     "175b on a cpu": (["run", "gpt3-175b", "--device", "cpu"], "GiB"),
     "missing data": (["run", "gpt3-tiny", "--data", "/nonexistent/corpus.txt"], "no data files found"),
     "negative limit": (["run", "gpt3-tiny", "--max-minutes", "-1"], "must be positive"),
+    "schedule without a pipeline": (["run", "gpt3-tiny", "--nproc", "2", "--pp-schedule", "gpipe"], "add --pp 2"),
+    "virtual stages without interleaving": (["run", "gpt3-tiny", "--nproc", "2", "--pp", "2", "--pp-schedule", "1f1b",
+                                             "--vp", "2"], "does not go with the 1f1b schedule"),
+    "too few micro-batches for 1f1b": (["run", "gpt3-tiny", "--nproc", "2", "--pp", "2", "--micro-batch", "32"],
+                                       "needs at least pp = 2 micro-batches"),
+    "more stages than layers": (["run", "gpt3-tiny", "--nproc", "2", "--pp", "2", "--vp", "3"], "exceed the 4 layers"),
 }
 
 

@@ -24,10 +24,26 @@ def test_two_processes_match_one(reference, corpus_dir, tmp_path, layout):
     assert curve[-1] < curve[0] - 0.5  # it trained
 
 
+@pytest.mark.parametrize("schedule, described, accumulation",
+                         [(["--pp-schedule", "gpipe", "--micro-batch", "32"], "pp=2 (gpipe)", 1),
+                          (["--pp-schedule", "interleaved-1f1b"], "pp=2 (interleaved-1f1b, vp=2)", 2)],
+                         ids=["gpipe-one-microbatch", "interleaved"])
+def test_pipeline_schedules_match_one(reference, corpus_dir, tmp_path, schedule, described, accumulation):
+    """GPipe (here with the whole batch as one micro-batch) and interleaved 1F1B (each rank holds
+    two of four one-layer stages) train the same model as 1F1B and as one process."""
+    proc = run(tiny_args(corpus_dir, tmp_path, "--nproc", "2", "--pp", "2", *schedule, samples=320))
+    assert proc.returncode in (0, 1) and "run " in proc.stdout, proc.stderr[-3000:]
+    log = next(tmp_path.glob("results/*/gpt3-tiny/result_0.txt")).read_text()
+    assert f'"value": "dp=1 (ddp) tp=1 {described}"' in log
+    assert f'"key": "gradient_accumulation_steps", "value": {accumulation},' in log
+    assert losses(tmp_path) == pytest.approx(reference[:10], rel=2e-4, abs=2e-4)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("layout, described", [(["--pp", "2"], "dp=2 (ddp) tp=1 pp=2"),
-                                               (["--pp", "2", "--fsdp"], "dp=2 (fsdp) tp=1 pp=2"),
-                                               (["--pp", "2", "--tp", "2"], "dp=1 (ddp) tp=2 pp=2"),
+@pytest.mark.parametrize("layout, described", [(["--pp", "2", "--pp-schedule", "gpipe"], "dp=2 (ddp) tp=1 pp=2 (gpipe)"),
+                                               (["--pp", "2", "--fsdp", "--vp", "2"],
+                                                "dp=2 (fsdp) tp=1 pp=2 (interleaved-1f1b, vp=2)"),
+                                               (["--pp", "2", "--tp", "2"], "dp=1 (ddp) tp=2 pp=2 (1f1b)"),
                                                (["--tp", "2", "--fsdp"], "dp=2 (fsdp) tp=2 pp=1")],
                          ids=["pp2xddp2", "pp2xfsdp2", "pp2xtp2", "tp2xfsdp2"])
 def test_two_parallel_dimensions_match_one(reference, corpus_dir, tmp_path, layout, described):

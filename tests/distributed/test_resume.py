@@ -80,6 +80,28 @@ def test_a_sharded_checkpoint_resumes_on_another_world_size(uninterrupted, corpu
     assert [tokens for tokens, _ in evals(tmp_path)] == [tokens for tokens, _ in reference_evals]
 
 
+@pytest.mark.parametrize("before, after", [([], ["--nproc", "2", "--pp", "2", "--vp", "2"]),
+                                           (["--nproc", "2", "--pp", "2"], [])],
+                         ids=["plain-to-interleaved-pipeline", "pipeline-to-plain"])
+def test_a_checkpoint_resumes_with_or_without_a_pipeline(uninterrupted, corpus_dir, tmp_path, before, after):
+    """Pipeline stages save their parameters and optimizer state under the whole model's names
+    (the last stage's tied head as the embedding), so a run resumes across pipeline layouts."""
+    reference_losses, reference_evals = uninterrupted
+    same_system = ["--system", "relaid"]
+    victim = start(tiny_args(corpus_dir, tmp_path, *before, *same_system, *CHECKPOINTS))
+    wait_for(lambda: checkpoints(tmp_path, "step_*/trainclock.json"))
+    if victim.poll() is not None:
+        pytest.skip("the run finished before it could be killed (machine too fast for this trial)")
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait()
+    wait_for(lambda: not _processes_writing_to(tmp_path), timeout=10)
+    resumed = run(tiny_args(corpus_dir, tmp_path, *after, *same_system, *CHECKPOINTS, "--resume"))
+    assert resumed.returncode in (0, 1), resumed.stderr[-2000:]
+    assert '"key": "trainclock_resumed"' in next(tmp_path.glob("results/relaid/gpt3-tiny/result_0.txt")).read_text()
+    assert losses(tmp_path) == pytest.approx(reference_losses, rel=2e-4, abs=2e-4)
+    assert [tokens for tokens, _ in evals(tmp_path)] == [tokens for tokens, _ in reference_evals]
+
+
 def test_resume_without_a_checkpoint_says_so(corpus_dir, tmp_path):
     proc = run(tiny_args(corpus_dir, tmp_path, "--resume"))
     assert proc.returncode == 2 and "nothing to resume" in proc.stderr

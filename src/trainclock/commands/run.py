@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 from trainclock.commands import args as checks
+from trainclock.dist.layout import PP_SCHEDULES
 from trainclock.errors import UsageError
 
 
@@ -45,6 +46,9 @@ def register(sub) -> None:
     dist.add_argument("--max-restarts", type=int, default=0, help="restart a failed worker group up to K times, resuming from the last checkpoint")
     dist.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
     dist.add_argument("--pp", type=int, default=1, help="pipeline-parallel degree")
+    dist.add_argument("--pp-schedule", choices=PP_SCHEDULES,
+                      help="how micro-batches move through the pipeline (default: 1f1b; interleaved-1f1b with --vp > 1)")
+    dist.add_argument("--vp", type=int, help="pipeline stages per pipeline rank (interleaved-1f1b; default 2 there)")
     dist.add_argument("--dp", type=int, help="data-parallel degree (default: processes / (tp x pp))")
     dist.add_argument("--fsdp", action="store_true", help="shard the data-parallel dimension with FSDP2 (default: DDP)")
     ckpt = run.add_argument_group("checkpoints")
@@ -61,6 +65,7 @@ def main(args) -> int:
     from trainclock.train.loop import TrainOptions
     from trainclock.train.run import RunRequest, execute
     from trainclock.workloads.gpt3 import benchmark
+    from trainclock.workloads.gpt3.parallelize import check_layout
     from trainclock.workloads.gpt3.spec import get_member
 
     spec = get_member(args.benchmark)
@@ -70,8 +75,11 @@ def main(args) -> int:
     spec = benchmark.resolve_batch(spec, args.gbs, args.micro_batch)
     device = checks.device(args.device)
     world = args.nproc * args.nnodes
-    layout = Layout.for_world(world, tp=args.tp, pp=args.pp, dp=args.dp, fsdp=args.fsdp)
+    layout = Layout.for_world(world, tp=args.tp, pp=args.pp, dp=args.dp, fsdp=args.fsdp,
+                              pp_schedule=args.pp_schedule, vp=args.vp)
+    check_layout(spec.shape, layout)
     benchmark.check_batch_split(spec, layout.dp)
+    spec = benchmark.pipeline_batch(spec, layout, micro_given=args.micro_batch is not None)
     benchmark.check_fits(spec, device, shards=layout.world_size if args.fsdp else layout.tp * layout.pp)
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little") % (2**31)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
 from trainclock.dist.context import ParallelContext
 from trainclock.errors import DataError, UsageError
@@ -22,6 +22,9 @@ from trainclock.storage import atomic_write_text
 
 STATE_FILE = "trainclock.json"
 KEEP = 2
+# Optimizer state keyed by parameter name ("state.<fqn>.exp_avg"), not by position in a param
+# group: each pipeline stage holds other parameters, and DCP merges every rank's keys.
+OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
 
 
 class Checkpointer:
@@ -38,8 +41,11 @@ class Checkpointer:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
         self.ctx.barrier()
-        model_sd, optim_sd = get_state_dict(model, optimizer)
-        dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(tmp))
+        aliases = getattr(model, "checkpoint_aliases", {})
+        model_sd, optim_sd = get_state_dict(model, optimizer, options=OPTIONS)
+        # an aliased parameter is written by the rank that holds the original
+        state = {"model": _without(model_sd, aliases), "optim": _without(optim_sd, aliases)}
+        dcp.save(state, checkpoint_id=str(tmp))
         torch.save(torch.get_rng_state(), tmp / f"rng_rank{self.ctx.env.rank}.pt")
         self.ctx.barrier()
         if self.ctx.env.is_main:
@@ -64,18 +70,42 @@ class Checkpointer:
             detail = ", ".join(f"{k} {old} vs {new}" for k, (old, new) in different.items())
             raise UsageError(f"checkpoint {path} belongs to another run ({detail}); resume with the same "
                              "benchmark, seed and batch size, or start a new run without --resume")
-        model_sd, optim_sd = get_state_dict(model, optimizer)
-        state = {"model": model_sd, "optim": optim_sd}
+        aliases = getattr(model, "checkpoint_aliases", {})
+        model_sd, optim_sd = get_state_dict(model, optimizer, options=OPTIONS)
+        state = {"model": _renamed(model_sd, aliases), "optim": _renamed(optim_sd, aliases)}
         try:
             dcp.load(state, checkpoint_id=str(path))
         except Exception as e:  # DCP raises several types for missing or damaged shards
             raise DataError(f"checkpoint {path} cannot be loaded ({type(e).__name__}: {str(e).splitlines()[0][:200]}); "
                             "delete it to fall back to an older one") from None
-        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        back = {stored: local for local, stored in aliases.items()}
+        set_state_dict(model, optimizer, model_state_dict=_renamed(state["model"], back),
+                       optim_state_dict=_renamed(state["optim"], back), options=OPTIONS)
         rng = path / f"rng_rank{self.ctx.env.rank}.pt"
         if rng.exists():  # absent when resuming into a larger world
             torch.set_rng_state(torch.load(rng))
         return loop_state, offsets
+
+
+def _parameter_of(key: str, names) -> str | None:
+    """Which of `names` a model key ("<fqn>") or flat optimizer key ("state.<fqn>.<x>",
+    "param_groups.<fqn>.<x>") belongs to."""
+    for name in names:
+        if key == name or key.startswith((f"state.{name}.", f"param_groups.{name}.")):
+            return name
+    return None
+
+
+def _without(state: dict, aliases: dict[str, str]) -> dict:
+    return {k: v for k, v in state.items() if _parameter_of(k, aliases) is None}
+
+
+def _renamed(state: dict, aliases: dict[str, str]) -> dict:
+    renamed = {}
+    for key, value in state.items():
+        name = _parameter_of(key, aliases)
+        renamed[key.replace(name, aliases[name], 1) if name else key] = value
+    return renamed
 
 
 def latest(folder: Path) -> Path | None:

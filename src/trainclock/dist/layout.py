@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from typing import TYPE_CHECKING
 
 from trainclock.errors import UsageError
+
+if TYPE_CHECKING:  # torch stays out of the CLI's startup, which validates layouts
+    from torch.distributed.device_mesh import DeviceMesh
+
+PP_SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")  # torch.distributed.pipelining's schedules trainclock runs
 
 
 @dataclass(frozen=True)
@@ -15,25 +19,43 @@ class Layout:
     tp: int = 1
     pp: int = 1
     fsdp: bool = False  # shard the data-parallel dimension with FSDP2 instead of replicating it with DDP
+    pp_schedule: str = "1f1b"  # how micro-batches move through the pipeline stages (pp > 1)
+    vp: int = 1  # pipeline stages per pipeline rank (virtual stages; > 1 with the interleaved schedule)
 
     @classmethod
-    def for_world(cls, world_size: int, tp: int = 1, pp: int = 1, dp: int | None = None, fsdp: bool = False) -> "Layout":
-        for flag, value in (("--tp", tp), ("--pp", pp), ("--dp", dp)):
+    def for_world(cls, world_size: int, tp: int = 1, pp: int = 1, dp: int | None = None, fsdp: bool = False,
+                  pp_schedule: str | None = None, vp: int | None = None) -> "Layout":
+        for flag, value in (("--tp", tp), ("--pp", pp), ("--dp", dp), ("--vp", vp)):
             if value is not None and value < 1:
                 raise UsageError(f"{flag} must be at least 1, got {value}")
+        if pp == 1 and (pp_schedule is not None or vp is not None):
+            raise UsageError("--pp-schedule and --vp apply to pipeline-parallel runs; add --pp 2 or more")
+        pp_schedule = pp_schedule or ("interleaved-1f1b" if vp is not None and vp > 1 else "1f1b")
+        if pp_schedule not in PP_SCHEDULES:
+            raise UsageError(f"unknown pipeline schedule {pp_schedule!r}; choose one of {', '.join(PP_SCHEDULES)}")
+        interleaved = pp_schedule == "interleaved-1f1b"
+        vp = vp if vp is not None else (2 if interleaved else 1)
+        if interleaved != (vp > 1):
+            raise UsageError(f"--vp {vp} does not go with the {pp_schedule} schedule: the interleaved-1f1b schedule "
+                             "runs 2 or more stages per pipeline rank, the others 1")
         if world_size % (tp * pp):
             raise UsageError(f"{world_size} processes cannot be split into tp={tp} x pp={pp}; make the process count a multiple of {tp * pp}")
         implied = world_size // (tp * pp)
         if dp is not None and dp != implied:
             raise UsageError(f"--dp {dp} does not match {world_size} processes / (tp={tp} x pp={pp}) = {implied}")
-        return cls(dp=implied, tp=tp, pp=pp, fsdp=fsdp)
+        return cls(dp=implied, tp=tp, pp=pp, fsdp=fsdp, pp_schedule=pp_schedule, vp=vp)
 
     @property
     def world_size(self) -> int:
         return self.dp * self.tp * self.pp
 
     def describe(self) -> str:
-        return f"dp={self.dp} ({'fsdp' if self.fsdp else 'ddp'}) tp={self.tp} pp={self.pp}"
+        text = f"dp={self.dp} ({'fsdp' if self.fsdp else 'ddp'}) tp={self.tp} pp={self.pp}"
+        if self.pp > 1:
+            text += f" ({self.pp_schedule}{f', vp={self.vp}' if self.vp > 1 else ''})"
+        return text
 
-    def mesh(self, device_type: str) -> DeviceMesh:
+    def mesh(self, device_type: str) -> "DeviceMesh":
+        from torch.distributed.device_mesh import init_device_mesh
+
         return init_device_mesh(device_type, (self.pp, self.dp, self.tp), mesh_dim_names=("pp", "dp", "tp"))

@@ -21,7 +21,10 @@ def print_run_summary(result: RunResult, target: float, console: Console | None 
     table.add_row("quality", f"{best:.4f} validation log perplexity (target {target})")
     table.add_row("tokens to target" if o.status == "success" else "tokens trained", f"{o.tokens:,} ({o.steps} steps)")
     table.add_row("throughput", f"{result.tokens_per_s:,.0f} tokens/s (training steps, evaluation excluded)")
-    table.add_row("MFU", f"{result.mfu:.1%} ({result.achieved_flops / 1e9:,.1f} of {result.peak_flops / 1e9:,.1f} GFLOP/s measured matmul peak)")
+    peak = result.peak_flops * result.world_size
+    per_process = f", {result.world_size} processes x {result.peak_flops / 1e9:,.1f}" if result.world_size > 1 else ""
+    table.add_row("MFU", f"{result.mfu:.1%} ({result.achieved_flops / 1e9:,.1f} of {peak / 1e9:,.1f} GFLOP/s "
+                         f"measured matmul peak{per_process})")
     table.add_row("MLPerf log", str(result.log_path))
     table.add_row("metrics", str(result.metrics_path))
     table.add_row("system", str(result.system_path))

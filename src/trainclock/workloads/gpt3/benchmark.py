@@ -14,11 +14,12 @@ from trainclock.train.job import TrainJob
 from trainclock.train.optim import OptimConfig
 from trainclock.workloads.gpt3.data.batches import train_batch, validation_set
 from trainclock.dist.context import ParallelContext
+from trainclock.dist.layout import Layout
 from trainclock.workloads.gpt3.data.prepare import prepare
 from trainclock.workloads.gpt3.data.sources import parse_source
 from trainclock.workloads.gpt3.model import GPT
 from trainclock.workloads.gpt3.parallelize import check_layout, parallelize
-from trainclock.workloads.gpt3.pipeline import PipelinedGPT
+from trainclock.workloads.gpt3.pipeline import PipelinedGPT, check_microbatches, pipeline_micro_batch
 from trainclock.workloads.gpt3.spec import GPT3Spec
 
 MAX_GLOBAL_BATCH = 1 << 20
@@ -47,6 +48,22 @@ def check_batch_split(spec: GPT3Spec, data_parallel: int) -> None:
                          f"data-parallel ranks in micro-batches of {micro}; pick a --gbs divisible by both")
 
 
+def pipeline_batch(spec: GPT3Spec, layout: Layout, micro_given: bool) -> GPT3Spec:
+    """A pipeline needs several micro-batches per step to keep its ranks busy: without
+    --micro-batch, pick the largest that gives each data-parallel rank at least pp of them;
+    with it, check that the schedule can run it."""
+    if layout.pp == 1:
+        return spec
+    per_rank = spec.global_batch_size // layout.dp
+    if not micro_given:
+        spec = replace(spec, micro_batch_size=pipeline_micro_batch(per_rank, layout.pp, layout.pp_schedule))
+    problem = check_microbatches(layout.pp_schedule, per_rank // min(spec.micro_batch_size, per_rank), layout.pp)
+    if problem:
+        raise UsageError(f"{problem}: each data-parallel rank gets {per_rank} sequence(s) per step; pass a smaller "
+                         "--micro-batch, a larger --gbs, or --pp-schedule gpipe")
+    return spec
+
+
 def check_fits(spec: GPT3Spec, device: torch.device, shards: int = 1) -> None:
     """Refuse, with the numbers, a member that cannot train on this device (model states are
     divided over `shards` processes: FSDP, tensor and pipeline parallel)."""
@@ -64,7 +81,7 @@ def check_fits(spec: GPT3Spec, device: torch.device, shards: int = 1) -> None:
 
 def build_job(spec: GPT3Spec, data: str | None, seed: int, ctx: ParallelContext, device: torch.device,
               compile: bool = False, eval_sequences: int | None = None) -> TrainJob:
-    check_layout(spec.shape, ctx)
+    check_layout(spec.shape, ctx.layout)
     source = parse_source(data or spec.corpus)
     prepared = ctx.main_first(lambda: prepare(source, spec.shape.vocab_size))  # one rank tokenizes
     if prepared.tokenizer.get_vocab_size() > spec.shape.vocab_size:

@@ -9,15 +9,16 @@ from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, 
 from torch.nn.parallel import DistributedDataParallel
 
 from trainclock.dist.context import ParallelContext
+from trainclock.dist.layout import Layout
 from trainclock.errors import UsageError
-from trainclock.workloads.gpt3.model import GPT
+from trainclock.workloads.gpt3.model import GPT, GPTShape
 from trainclock.workloads.gpt3.pipeline import PipelinedGPT
 
 
-def check_layout(model_shape, ctx: ParallelContext) -> None:
-    layout = ctx.layout
-    if model_shape.n_layer < layout.pp:
-        raise UsageError(f"pipeline degree {layout.pp} exceeds the {model_shape.n_layer} layers")
+def check_layout(model_shape: GPTShape, layout: Layout) -> None:
+    if model_shape.n_layer < layout.pp * layout.vp:
+        stages = f"pp x vp = {layout.pp} x {layout.vp} pipeline stages" if layout.vp > 1 else f"pipeline degree {layout.pp}"
+        raise UsageError(f"{stages} exceed the {model_shape.n_layer} layers; lower --pp or --vp")
     if model_shape.n_head % layout.tp:
         raise UsageError(f"tensor parallel degree {layout.tp} must divide the {model_shape.n_head} attention heads")
     if layout.tp > 1 and layout.dp > 1 and not layout.fsdp:

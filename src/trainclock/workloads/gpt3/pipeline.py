@@ -1,8 +1,10 @@
-"""Pipeline parallel GPT with torch.distributed.pipelining: each pipeline rank holds a
-contiguous run of blocks (the first also the embeddings, the last the final LayerNorm and the
-output head), and a GPipe schedule moves micro-batches through them. With several data-parallel
-replicas, each stage is wrapped in DDP or sharded with FSDP2 over the data-parallel mesh (the
-pipelining stage drives both: gradients are reduced once, after the last micro-batch).
+"""Pipeline parallel GPT with torch.distributed.pipelining. The blocks are cut into pp x vp
+consecutive stages (the first also holds the embeddings, the last the final LayerNorm and the
+output head); pipeline rank r holds stages r, r + pp, r + 2pp, ... (vp of them: vp > 1 is
+Megatron's interleaved schedule, which shrinks the bubble by vp). A schedule (GPipe, 1F1B or
+interleaved 1F1B) moves micro-batches through them. With several data-parallel replicas, each
+stage is wrapped in DDP or sharded with FSDP2 over the data-parallel mesh (the pipelining stage
+drives both: gradients are reduced once, after the last micro-batch).
 
 The output head is tied to the input embedding, which lives on the first stage: the last stage
 keeps its own copy and the two gradients are summed after every backward (Megatron's way), so
@@ -15,13 +17,36 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.distributed.fsdp import fully_shard
-from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel
 
 from trainclock.dist.context import ParallelContext
 from trainclock.dist.grads import grad_norm
+from trainclock.errors import UsageError
 from trainclock.workloads.gpt3.model import GPT
+
+SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved-1f1b": ScheduleInterleaved1F1B}
+
+
+def check_microbatches(schedule: str, microbatches: int, pp: int) -> str | None:
+    """Why `microbatches` per step cannot run on `pp` pipeline ranks under `schedule` (None: they can)."""
+    if schedule == "1f1b" and microbatches < pp:
+        return f"the 1F1B schedule needs at least pp = {pp} micro-batches per step, got {microbatches}"
+    rounds = max(1, microbatches // pp)
+    if schedule == "interleaved-1f1b" and microbatches % rounds:
+        return (f"the interleaved 1F1B schedule runs micro-batches in rounds of about pp = {pp}: "
+                f"{microbatches} per step is not a whole number of its {rounds} rounds")
+    return None
+
+
+def pipeline_micro_batch(per_rank: int, pp: int, schedule: str) -> int:
+    """The largest micro-batch that gives each data-parallel rank at least pp micro-batches per
+    step (fewer leave pipeline ranks idle) and suits the schedule; 1 if nothing larger does."""
+    for microbatches in range(pp, per_rank + 1):
+        if per_rank % microbatches == 0 and check_microbatches(schedule, microbatches, pp) is None:
+            return per_rank // microbatches
+    return 1
 
 
 class GPTStage(nn.Module):
@@ -51,22 +76,49 @@ def _loss(logits_BTV: torch.Tensor, targets_BT: torch.Tensor) -> torch.Tensor:
 
 
 class PipelinedGPT(nn.Module):
-    """This rank's stage, with the step, evaluation and clipping the loop asks of a pipeline."""
+    """This rank's stages, with the step, evaluation and clipping the loop asks of a pipeline."""
 
     def __init__(self, model: GPT, ctx: ParallelContext, device: torch.device, microbatches: int) -> None:
         super().__init__()
+        layout = ctx.layout
         pp_mesh = ctx.mesh["pp"]
         self.pp_group = pp_mesh.get_group()
-        self.rank, self.size = pp_mesh.get_local_rank(), ctx.layout.pp
+        self.rank, self.size = pp_mesh.get_local_rank(), layout.pp
         self.width = model.shape.d_model
-        layers = model.shape.n_layer
-        first, last = self.rank * layers // self.size, (self.rank + 1) * layers // self.size
-        self.stage_module = GPTStage(model, first, last, self.rank == 0, self.rank == self.size - 1)
-        # the DDP wrapper is kept off this module's attributes: parameter names stay stage_module.*
-        runnable = _data_parallel(self.stage_module, ctx)
-        self.stage = PipelineStage(runnable, self.rank, self.size, device, group=self.pp_group)
-        self.schedule = ScheduleGPipe(self.stage, n_microbatches=microbatches, loss_fn=_loss)
+        layers, n_stages = model.shape.n_layer, layout.pp * layout.vp
+        problem = check_microbatches(layout.pp_schedule, microbatches, layout.pp)
+        if problem:  # the command checks this before starting processes; a caller building jobs itself may not
+            raise UsageError(problem)
+        self.stage_indices = list(range(self.rank, n_stages, layout.pp))
+        self.n_stages = n_stages
+        # stage modules are kept off this module's attributes: see _register_parameters_of
+        self._stages = [GPTStage(model, s * layers // n_stages, (s + 1) * layers // n_stages, s == 0, s == n_stages - 1)
+                        for s in self.stage_indices]
+        runnables = [_data_parallel(stage, ctx) for stage in self._stages]
+        self._register_parameters_of(self._stages)
+        pipeline_stages = [PipelineStage(r, s, n_stages, device, group=self.pp_group)
+                           for r, s in zip(runnables, self.stage_indices)]
+        schedule = SCHEDULES[layout.pp_schedule]
+        self.schedule = schedule(pipeline_stages if layout.vp > 1 else pipeline_stages[0],
+                                 n_microbatches=microbatches, loss_fn=_loss)
         self.tied_group = _tied_embedding_group(ctx)
+
+    def _register_parameters_of(self, stages: list[GPTStage]) -> None:
+        """This rank's parameters under the whole model's names (blocks.<i>.*, tok_emb.*, ...),
+        whatever the layout and schedule, so a checkpoint resumes with or without a pipeline.
+        Called after the stages are sharded: it holds their (possibly DTensor) parameters."""
+        self.blocks = nn.ModuleDict({key: block for stage in stages for key, block in stage.blocks.items()})
+        for stage in stages:
+            if stage.is_first:
+                self.tok_emb, self.pos_emb = stage.tok_emb, stage.pos_emb
+            if stage.is_last:
+                self.ln_f, self.head = stage.ln_f, stage.head
+
+    @property
+    def checkpoint_aliases(self) -> dict[str, str]:
+        """The last stage's copy of the tied embedding is checkpointed as the embedding itself
+        (the two stay equal), so checkpoints look like an unpipelined model's."""
+        return {"head": "tok_emb.weight"} if self.is_last else {}
 
     @property
     def is_first(self) -> bool:
@@ -90,20 +142,22 @@ class PipelinedGPT(nn.Module):
         return self._share_loss(losses)
 
     def pipeline_eval(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Forward only, one micro-batch at a time, passing activations rank to rank (the GPipe
-        schedule is built for the training micro-batch count; evaluation batches vary)."""
+        """Forward only, passing activations from stage to stage in order (the training schedule
+        is built for its micro-batch count; evaluation batches vary)."""
         ranks = dist.get_process_group_ranks(self.pp_group)
+        losses: list[torch.Tensor] = []
+        h = x
         with torch.no_grad():
-            if self.is_first:
-                h = self.stage_module(x)
-            else:
-                h = torch.empty(len(x), x.shape[1], self.width, device=x.device)
-                dist.recv(h, src=ranks[self.rank - 1], group=self.pp_group)
-                h = self.stage_module(h)
-            if not self.is_last:
-                dist.send(h.float().contiguous(), dst=ranks[self.rank + 1], group=self.pp_group)
-                return self._share_loss([])
-            return self._share_loss([_loss(h, y)])
+            for index, stage in zip(self.stage_indices, self._stages):
+                if index > 0:
+                    h = torch.empty(len(x), x.shape[1], self.width, device=x.device)
+                    dist.recv(h, src=ranks[(index - 1) % self.size], group=self.pp_group)
+                h = stage(h)
+                if index < self.n_stages - 1:
+                    dist.send(h.float().contiguous(), dst=ranks[(index + 1) % self.size], group=self.pp_group)
+                else:
+                    losses.append(_loss(h, y))
+        return self._share_loss(losses)
 
     def _share_loss(self, losses: list[torch.Tensor]) -> torch.Tensor:
         mean = torch.stack([l.detach().float() for l in losses]).mean() if losses else torch.zeros(())
@@ -113,7 +167,7 @@ class PipelinedGPT(nn.Module):
     def _sum_tied_gradients(self) -> None:
         if self.tied_group is None:
             return
-        weight = self.stage_module.tok_emb.weight if self.is_first else self.stage_module.head
+        weight = self.tok_emb.weight if self.is_first else self.head
         if weight.grad is None:
             weight.grad = torch.zeros_like(weight)
         # under FSDP both copies are sharded alike over the data-parallel mesh: sum shard with shard
@@ -123,7 +177,7 @@ class PipelinedGPT(nn.Module):
     def grad_square_sum(self) -> torch.Tensor:
         """Squared gradient norm of the whole model: each stage's share (whole across its data-parallel
         shards), the tied copy once."""
-        params = [p for name, p in self.stage_module.named_parameters() if name != "head"]
+        params = [p for name, p in self.named_parameters() if name != "head"]
         local = grad_norm(params).float().pow(2)
         dist.all_reduce(local, group=self.pp_group)
         return local
@@ -138,7 +192,10 @@ def _data_parallel(stage: GPTStage, ctx: ParallelContext) -> nn.Module:
             fully_shard(block, mesh=dp_mesh)
         fully_shard(stage, mesh=dp_mesh)
         return stage
-    return DistributedDataParallel(stage, process_group=dp_mesh.get_group())
+    # find_unused_parameters keeps DDP from rebuilding its buckets in order of gradient arrival:
+    # the rebuild counts every micro-batch's backward and fails an internal assert once a step has
+    # two or more micro-batches (torch 2.13); the stage already hands DDP its outputs to search.
+    return DistributedDataParallel(stage, process_group=dp_mesh.get_group(), find_unused_parameters=True)
 
 
 def _tied_embedding_group(ctx: ParallelContext):

@@ -97,22 +97,23 @@ def execute(request: RunRequest, prepare: Prepare) -> RunResult | None:
     """Run a benchmark. Returns the result on rank 0 and None on the other ranks."""
     env = dist_env.current()
     device = dist_env.device_for(env, request.options.device)
-    options = replace(request.options, device=device)
     dist_env.init_process_group(env, device)
     try:
         mesh = request.layout.mesh(device.type) if env.distributed else None
         ctx = ParallelContext(env, request.layout, mesh)
         # rank 0 measures and every rank trains in its choice: ranks must agree on the precision
-        options = replace(options, precision=_share(ctx, resolve_precision(options.precision, device) if env.is_main else None))
-        request = replace(request, options=options)
-        result = _execute(request, options, ctx, prepare)
+        precision = _share(ctx, resolve_precision(request.options.precision, device) if env.is_main else None)
+        request = replace(request, options=replace(request.options, device=device, precision=precision))
+        result = _execute(request, ctx, prepare)
         ctx.barrier()  # no rank tears the group down while another is still using it
         return result
     finally:
         dist_env.destroy_process_group()
 
 
-def _execute(request: RunRequest, options: TrainOptions, ctx: ParallelContext, prepare: Prepare) -> RunResult | None:
+def _execute(request: RunRequest, ctx: ParallelContext, prepare: Prepare) -> RunResult | None:
+    """The run itself, with the request's options resolved for this process (device, precision)."""
+    options = request.options
     env, device = ctx.env, options.device
     system_name = request.system_name or system.default_system_name(device, per_node=env.world_size)
     results_dir = request.out / "results" / system_name / request.workload

@@ -23,7 +23,7 @@ import torch
 
 from trainclock.mllog.reader import read_events
 from trainclock.storage import atomic_write_text
-from trainclock.train import system
+from trainclock.device import system
 from trainclock.train.loop import TrainOptions
 from trainclock.train.run import RunRequest, execute
 from trainclock.workloads.gpt3 import benchmark

@@ -33,7 +33,7 @@ from trainclock.console import table_console
 from rich.table import Table
 
 from trainclock.commands.scale import print_table
-from trainclock.train import sweep
+from trainclock import sweep
 
 HOOK = """\
 import atexit, json, os, resource, sys

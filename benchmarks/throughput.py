@@ -18,10 +18,10 @@ import time
 
 import torch
 
-from trainclock.dist.context import single_process
+from trainclock.distributed.context import single_process
 from trainclock.train.loop import train_step
 from trainclock.train.optim import build_optimizer
-from trainclock.train.peak import matmul_peak_flops, resolve_precision
+from trainclock.device.peak import matmul_peak_flops, resolve_precision
 from trainclock.workloads.gpt3.benchmark import optim_config
 from trainclock.workloads.gpt3.data.batches import train_batch
 from trainclock.workloads.gpt3.data.prepare import prepare

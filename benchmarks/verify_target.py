@@ -17,7 +17,7 @@ import torch
 
 from trainclock.storage import atomic_write_text
 from trainclock.train.loop import TrainOptions
-from trainclock.train.peak import matmul_peak_flops
+from trainclock.device.peak import matmul_peak_flops
 from trainclock.train.run import RunRequest, execute
 from trainclock.workloads.gpt3 import benchmark
 from trainclock.workloads.gpt3.spec import get_member

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A single-node Slurm on this machine (munge + slurmctld + slurmd, this host as the only node),
-# for the real-submission test in tests/dist_launch. Debian or Ubuntu, as root; works without
+# for the real-submission test in tests/launchers. Debian or Ubuntu, as root; works without
 # systemd (containers, CI). Idempotent: a second call only checks that Slurm answers.
 #
 #   scripts/start_slurm.sh          install if needed, configure, start, wait until the node is idle

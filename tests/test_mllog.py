@@ -1,6 +1,6 @@
 from trainclock.mllog import RunLog
 from trainclock.mllog.reader import read_events
-from trainclock.review.time_to_train import time_to_train_ms
+from trainclock.mllog.time_to_train import time_to_train_ms
 
 
 def test_writer_emits_official_lines_and_renames_on_finish(tmp_path):

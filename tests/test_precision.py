@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from trainclock.mllog.reader import read_events
-from trainclock.train.peak import BF16_MIN_ADVANTAGE, bf16_speedup, matmul_peak_flops, resolve_precision
+from trainclock.device.peak import BF16_MIN_ADVANTAGE, bf16_speedup, matmul_peak_flops, resolve_precision
 
 CPU = torch.device("cpu")
 NO_BF16_INSTRUCTIONS = {"ONEDNN_MAX_CPU_ISA": "AVX2"}
@@ -37,7 +37,7 @@ def probe(code: str) -> str:
 
 def test_a_cpu_without_bf16_instructions_trains_in_fp32_and_measures_quickly():
     started = time.monotonic()
-    out = probe("import torch; from trainclock.train.peak import *; d = torch.device('cpu');"
+    out = probe("import torch; from trainclock.device.peak import *; d = torch.device('cpu');"
                 "print(resolve_precision('auto', d), bf16_speedup(d), matmul_peak_flops(d, torch.bfloat16))")
     chosen, speedup, bf16_peak = out.split()
     assert chosen == "fp32" and float(speedup) < 0.2  # the fallback is far slower than fp32

@@ -11,8 +11,8 @@ import torch
 from trainclock.cli import main
 from trainclock.mllog import RunLog
 from trainclock.mllog.reader import read_events
-from trainclock.review.time_to_train import time_to_train_ms
-from trainclock.dist.context import single_process
+from trainclock.mllog.time_to_train import time_to_train_ms
+from trainclock.distributed.context import single_process
 from trainclock.train.job import TrainJob
 from trainclock.train.loop import TrainOptions
 from trainclock.train.run import RunRequest, log_header

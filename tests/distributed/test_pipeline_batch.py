@@ -2,7 +2,7 @@
 
 import pytest
 
-from trainclock.dist.layout import Layout
+from trainclock.distributed.layout import Layout
 from trainclock.errors import UsageError
 from trainclock.workloads.gpt3.benchmark import pipeline_batch
 from trainclock.workloads.gpt3.pipeline import check_microbatches, pipeline_micro_batch

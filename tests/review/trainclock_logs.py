@@ -9,9 +9,9 @@ from pathlib import Path
 
 import torch
 
-from trainclock.dist.context import single_process
+from trainclock.distributed.context import single_process
 from trainclock.mllog import RunLog
-from trainclock.train import system
+from trainclock.device import system
 from trainclock.train.job import TrainJob
 from trainclock.train.loop import TrainOptions
 from trainclock.train.run import RunRequest, log_header

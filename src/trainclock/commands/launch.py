@@ -130,7 +130,7 @@ def main(args) -> int:
 
 
 def _slurm(args) -> int:
-    from trainclock.dist import slurm
+    from trainclock.distributed import slurm
     from trainclock.storage import atomic_write_text
 
     job = slurm.SlurmJob(
@@ -156,7 +156,7 @@ def _slurm(args) -> int:
 
 
 def _k8s(args) -> int:
-    from trainclock.dist import k8s
+    from trainclock.distributed import k8s
     from trainclock.storage import atomic_write_text
 
     job = k8s.K8sJob(

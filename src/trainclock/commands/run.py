@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from trainclock.commands import args as checks
-from trainclock.dist.layout import PP_SCHEDULES
+from trainclock.distributed.layout import PP_SCHEDULES
 from trainclock.errors import UsageError
 
 
@@ -58,9 +58,9 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from trainclock.dist import env as dist_env
-    from trainclock.dist.launch import run_under_torchrun, torchrun_command
-    from trainclock.dist.layout import Layout
+    from trainclock.distributed import env as dist_env
+    from trainclock.distributed.launch import run_under_torchrun, torchrun_command
+    from trainclock.distributed.layout import Layout
     from trainclock.report.summary import print_run_summary
     from trainclock.train.loop import TrainOptions
     from trainclock.train.run import RunRequest, execute

@@ -43,7 +43,7 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from trainclock.train import sweep
+    from trainclock import sweep
     from trainclock.workloads.gpt3.spec import get_member
 
     get_member(args.benchmark)

@@ -196,7 +196,7 @@ def this_cpu() -> Accelerator:
     (the same measurement `trainclock run` divides by for MFU) and memory copy bandwidth."""
     import torch
 
-    from trainclock.train.peak import matmul_peak_flops
+    from trainclock.device.peak import matmul_peak_flops
 
     device = torch.device("cpu")
     peaks = {p: matmul_peak_flops(device, dtype, seconds=0.3)

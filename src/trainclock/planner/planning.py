@@ -57,7 +57,7 @@ class Planner:
             own, source = (Efficiency(efficiency), "given (--efficiency)") if efficiency else calibrate.own_runs_efficiency(self.spec.name)
             import torch  # lazily, as hardware.this_cpu: planning a cluster never loads torch
 
-            from trainclock.train.peak import resolve_precision
+            from trainclock.device.peak import resolve_precision
 
             precision = resolve_precision("auto", torch.device("cpu"))  # fp32 on a CPU without bf16 instructions
             return Calibrated(own, replace(Layout(), **calibrate.CPU_LAYOUT, precision=precision), source)

@@ -12,7 +12,7 @@ from trainclock.mllog.reader import Event, read_events
 from trainclock.review import compliance
 from trainclock.review.compliance import Finding, LogLine
 from trainclock.review.scoring import scoring_rule
-from trainclock.review.time_to_train import NoTimeToTrain, run_status, time_to_train_ms
+from trainclock.mllog.time_to_train import NoTimeToTrain, run_status, time_to_train_ms
 
 # where a log says how far training had got at an evaluation, in the result summarizer's order
 PROGRESS_FIELDS = ("samples_count", "epoch_num", "step_num")

@@ -15,8 +15,8 @@ from typing import IO
 
 import torch
 
-from trainclock.dist.context import ParallelContext
-from trainclock.dist.grads import clip_grads_with_norm, grad_norm
+from trainclock.distributed.context import ParallelContext
+from trainclock.distributed.grads import clip_grads_with_norm, grad_norm
 from trainclock.mllog import RunLog
 from trainclock.train.job import TrainJob
 from trainclock.train.progress import TrainProgress
@@ -25,7 +25,7 @@ from trainclock.train.progress import TrainProgress
 @dataclass(frozen=True)
 class TrainOptions:
     device: torch.device
-    precision: str = "auto"  # "bf16" (autocast), "fp32", or "auto": bf16 where it is faster (train.peak)
+    precision: str = "auto"  # "bf16" (autocast), "fp32", or "auto": bf16 where it is faster (device.peak)
     compile: bool = False
     max_seconds: float | None = None  # wall-clock limit on the timed region
     max_samples: int | None = None  # overrides the workload's limit
@@ -73,7 +73,7 @@ Checkpoint = Callable[[LoopState], None]
 
 def autocast_context(options: TrainOptions):
     if options.precision not in ("bf16", "fp32"):
-        raise ValueError(f"precision {options.precision!r} must be resolved to bf16 or fp32 first (train.peak.resolve_precision)")
+        raise ValueError(f"precision {options.precision!r} must be resolved to bf16 or fp32 first (device.peak.resolve_precision)")
     if options.precision == "bf16":
         return lambda: torch.autocast(options.device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext

@@ -24,20 +24,20 @@ from typing import TypeVar
 import torch
 import torch.distributed as dist
 
-from trainclock.dist import env as dist_env
-from trainclock.dist.checkpoint import Checkpointer, latest, read_meta
-from trainclock.dist.context import ParallelContext
-from trainclock.dist.layout import Layout
+from trainclock.distributed import env as dist_env
+from trainclock.distributed.checkpoint import Checkpointer, latest, read_meta
+from trainclock.distributed.context import ParallelContext
+from trainclock.distributed.layout import Layout
 from trainclock.errors import UsageError
 from trainclock.mllog import NullLog, RunLog
 from trainclock.mllog.reader import read_events
-from trainclock.review.time_to_train import time_to_train_ms
+from trainclock.mllog.time_to_train import time_to_train_ms
 from trainclock.storage import atomic_write_text
-from trainclock.train import system
+from trainclock.device import system
 from trainclock.train.job import TrainJob
 from trainclock.train.loop import LoopState, TrainOptions, TrainOutcome, local_micro_batch, train, warm_up
 from trainclock.train.optim import build_optimizer
-from trainclock.train.peak import DTYPES, matmul_peak_flops, resolve_precision
+from trainclock.device.peak import DTYPES, matmul_peak_flops, resolve_precision
 from trainclock.train.progress import TrainProgress
 
 

@@ -13,8 +13,8 @@ from trainclock.errors import ResourceError, UsageError
 from trainclock.train.job import TrainJob
 from trainclock.train.optim import OptimConfig
 from trainclock.workloads.gpt3.data.batches import train_batch, validation_set
-from trainclock.dist.context import ParallelContext
-from trainclock.dist.layout import Layout
+from trainclock.distributed.context import ParallelContext
+from trainclock.distributed.layout import Layout
 from trainclock.workloads.gpt3.data.prepare import prepare
 from trainclock.workloads.gpt3.data.sources import parse_source
 from trainclock.workloads.gpt3.model import GPT

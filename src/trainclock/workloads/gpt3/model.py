@@ -1,7 +1,7 @@
 """The GPT-3 architecture in one file: decoder-only, pre-LayerNorm, GELU MLP of 4x width,
 learned positions, tied input/output embeddings, causal attention through SDPA.
 
-Kept free of parallelism, precision and optimizer concerns (those live in train/ and dist/).
+Kept free of parallelism, precision and optimizer concerns (those live in train/ and distributed/).
 Tensor names carry their shape: B batch, T time, D model width, H heads, K head width, V vocab.
 """
 

@@ -8,8 +8,8 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 from torch.nn.parallel import DistributedDataParallel
 
-from trainclock.dist.context import ParallelContext
-from trainclock.dist.layout import Layout
+from trainclock.distributed.context import ParallelContext
+from trainclock.distributed.layout import Layout
 from trainclock.errors import UsageError
 from trainclock.workloads.gpt3.model import GPT, GPTShape
 from trainclock.workloads.gpt3.pipeline import PipelinedGPT

@@ -21,8 +21,8 @@ from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGP
 from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel
 
-from trainclock.dist.context import ParallelContext
-from trainclock.dist.grads import grad_norm
+from trainclock.distributed.context import ParallelContext
+from trainclock.distributed.grads import grad_norm
 from trainclock.workloads.gpt3.model import GPT
 
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved-1f1b": ScheduleInterleaved1F1B}

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from trainclock.commands.scale import print_table
 from trainclock.errors import DataError, TrainclockError, UsageError
-from trainclock.train import sweep
+from trainclock import sweep
 
 from .fake_runs import FakeRunner, FakeSize, expected_throughput
 from .helpers import run_command

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from trainclock.errors import DataError, TrainclockError, UsageError
 from trainclock.mllog.reader import read_events
-from trainclock.review.time_to_train import NoTimeToTrain, run_status, time_to_train_ms
+from trainclock.mllog.time_to_train import NoTimeToTrain, run_status, time_to_train_ms
 from trainclock.storage import atomic_write_text
 
 # Runs `trainclock <argv>` with these extra environment variables; returns its exit code.

@@ -12,8 +12,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
 
-from trainclock.dist.env import DistEnv, current
-from trainclock.dist.layout import Layout
+from trainclock.distributed.env import DistEnv, current
+from trainclock.distributed.layout import Layout
 from trainclock.errors import TrainclockError
 
 T = TypeVar("T")

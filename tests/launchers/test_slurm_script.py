@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from trainclock.dist import slurm
+from trainclock.distributed import slurm
 from trainclock.errors import UsageError
 
 from .helpers import fake_program, parse, run_command

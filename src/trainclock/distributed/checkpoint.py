@@ -16,7 +16,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
-from trainclock.dist.context import ParallelContext
+from trainclock.distributed.context import ParallelContext
 from trainclock.errors import DataError, UsageError
 from trainclock.storage import atomic_write_text
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from trainclock.dist.slurm import check_shape  # shared by both launchers
+from trainclock.distributed.slurm import check_shape  # shared by both launchers
 from trainclock.errors import UsageError
 
 RESULTS_MOUNT = "/results"

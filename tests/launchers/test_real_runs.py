@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from trainclock.mllog.reader import read_events
-from trainclock.review.time_to_train import run_status
+from trainclock.mllog.time_to_train import run_status
 
 from .helpers import run_command
 

@@ -1,0 +1,1 @@
+"""The machine a run is on: its devices, their measured matmul peak, the system description."""

@@ -1,14 +1,15 @@
-"""`trainclock list`: the benchmarks with their shapes and targets."""
+"""`trainclock list`: every benchmark and member with its metric, direction and target."""
 
 from __future__ import annotations
 
 
 def register(sub) -> None:
-    sub.add_parser("list", help="list the benchmarks with their shapes and targets").set_defaults(func=main)
+    sub.add_parser("list", help="list the benchmarks with their members and targets").set_defaults(func=main)
 
 
 def main(args) -> int:
     from trainclock.report.summary import print_members
+    from trainclock.workloads import registry
 
-    print_members()
+    print_members([(w.key, w.title, w.members()) for w in registry.workloads()])
     return 0

@@ -1,7 +1,9 @@
-"""`trainclock run BENCHMARK`: train to the quality target, log in MLPerf format."""
+"""`trainclock run BENCHMARK`: train to the quality target, log in MLPerf format; `--runs N`
+makes a whole entry and prints its official score."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -11,27 +13,30 @@ from trainclock.commands import args as checks
 from trainclock.distributed.layout import PP_SCHEDULES
 from trainclock.errors import UsageError
 
-
 STATUS_FILE_ENV = "TRAINCLOCK_STATUS_FILE"  # where rank 0 tells the launching process how the run ended
 # Exit codes: 0 target reached, 1 stopped at a limit (aborted), 2 bad input, 3 a process failed
 PROCESS_FAILED = 3
+MAX_RUNS = 100
 
 
 def register(sub) -> None:
     run = sub.add_parser("run", help="train a benchmark to its quality target and log it in MLPerf format")
-    run.add_argument("benchmark", help="e.g. gpt3-mini (see `trainclock list`)")
-    run.add_argument("--data", help="shakespeare (default for CPU members), c4:PATH, or text file(s)/folder")
-    run.add_argument("--seed", type=int, help="random seed (default: a fresh one, logged)")
+    run.add_argument("benchmark", help="a member (gpt3-mini) or an MLPerf key for the full size (see `trainclock list`)")
+    run.add_argument("--data", help="the benchmark's data source (default: its own; gpt3: shakespeare, c4:PATH or text files)")
+    run.add_argument("--seed", type=int, help="random seed (default: a fresh one, logged; with --runs, seed, seed+1, ...)")
+    run.add_argument("--runs", type=int, default=1, help="make N runs (an MLPerf entry) and print the entry's score (default: 1)")
     run.add_argument("--out", type=Path, default=Path("trainclock-results"), help="result tree root (default: %(default)s)")
-    run.add_argument("--gbs", type=int, help="global batch size in sequences (default: the spec's)")
-    run.add_argument("--micro-batch", type=int, help="sequences per forward/backward (default: the spec's)")
-    run.add_argument("--precision", choices=["auto", "bf16", "fp32"], default="auto",
+    run.add_argument("--gbs", type=int, help="global batch size in samples (default: the spec's)")
+    run.add_argument("--micro-batch", type=int, help="samples per forward/backward (default: the spec's)")
+    run.add_argument("--precision", choices=["auto", "bf16", "fp32"],
                      help="bf16 autocast or fp32; auto (default): bf16 where the device multiplies bf16 faster, "
                           "measured at init (a CPU without bf16 instructions trains in fp32)")
-    run.add_argument("--compile", action="store_true", help="torch.compile the model (compiled during init, untimed)")
+    run.add_argument("--compile", action="store_true", default=None, help="torch.compile the model (compiled during init, untimed)")
+    run.add_argument("--activation-checkpointing", action="store_true", default=None,
+                     help="recompute each block's activations in backward (less memory, about 1/3 more compute)")
     run.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
     run.add_argument("--max-minutes", type=float, help="stop as aborted after this much training time")
-    run.add_argument("--max-samples", type=int, help="stop as aborted after this many sequences")
+    run.add_argument("--max-samples", type=int, help="stop as aborted after this many samples")
     run.add_argument("--org", default="trainclock", help="submission_org in the log")
     run.add_argument("--status", default="onprem", choices=["onprem", "cloud", "preview", "research"])
     run.add_argument("--system", help="system name (default: <host>_<device>x<count>)")
@@ -53,79 +58,164 @@ def register(sub) -> None:
     dist.add_argument("--fsdp", action="store_true", help="shard the data-parallel dimension with FSDP2 (default: DDP)")
     ckpt = run.add_argument_group("checkpoints")
     ckpt.add_argument("--checkpoint-every", type=int, help="save a sharded checkpoint every N steps (default: off; at each evaluation with --max-restarts)")
-    ckpt.add_argument("--resume", action="store_true", help="continue the newest unfinished run from its last complete checkpoint")
+    ckpt.add_argument("--resume", action="store_true",
+                      help="continue the newest unfinished run from its last complete checkpoint, with its seed and settings")
     run.set_defaults(func=main)
 
 
 def main(args) -> int:
     from trainclock.distributed import env as dist_env
-    from trainclock.distributed.launch import run_under_torchrun, torchrun_command
     from trainclock.distributed.layout import Layout
-    from trainclock.report.summary import print_run_summary
-    from trainclock.train.loop import TrainOptions
-    from trainclock.train.run import RunRequest, execute
-    from trainclock.workloads.gpt3 import benchmark
-    from trainclock.workloads.gpt3.parallelize import check_layout
-    from trainclock.workloads.gpt3.spec import get_member
+    from trainclock.workloads import registry
 
-    spec = get_member(args.benchmark)
-    checks.positive("--max-minutes", args.max_minutes)
-    checks.positive("--max-samples", args.max_samples)
-    checks.positive("--checkpoint-every", args.checkpoint_every)
-    spec = benchmark.resolve_batch(spec, args.gbs, args.micro_batch)
+    workload, member = registry.find(args.benchmark)
+    for flag in ("max_minutes", "max_samples", "checkpoint_every"):
+        checks.positive("--" + flag.replace("_", "-"), getattr(args, flag))
+    if not 1 <= args.runs <= MAX_RUNS:
+        raise UsageError(f"--runs {args.runs} is out of range; an entry takes 1 to {MAX_RUNS} runs")
+    if args.runs > 1 and args.resume:
+        raise UsageError("--resume continues one run; drop --runs (or resume first, then make the other runs)")
     device = checks.device(args.device)
     world = args.nproc * args.nnodes
     layout = Layout.for_world(world, tp=args.tp, pp=args.pp, dp=args.dp, fsdp=args.fsdp,
                               pp_schedule=args.pp_schedule, vp=args.vp)
-    check_layout(spec.shape, layout)
-    benchmark.check_batch_split(spec, layout.dp)
-    spec = benchmark.pipeline_batch(spec, layout, micro_given=args.micro_batch is not None)
-    benchmark.check_fits(spec, device, shards=layout.world_size if args.fsdp else layout.tp * layout.pp)
-    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little") % (2**31)
+    if args.resume:
+        _take_over_resumed_settings(args, member, device, world)
+    settings = _settings(args)
+    spec = workload.resolve(member, settings, layout, device)
 
     if world > 1 and not dist_env.under_torchrun():
-        run_id = args.run_id or os.environ.get("SLURM_JOB_ID")
-        cmd = torchrun_command([*args.argv, "--seed", str(seed)], args.nproc, args.nnodes, args.node_rank,
-                               args.rdzv, args.max_restarts, run_id)
-        print(f"trainclock: {spec.name} on {world} processes ({layout.describe()}), seed {seed}, via torchrun")
+        return _launch_all(args, spec.name, layout, world)
+    env = dist_env.current()
+    if env.world_size != world:
+        raise UsageError(f"torchrun started {env.world_size} processes but --nproc x --nnodes is {world}")
+    if args.runs == 1:
+        return _run_once(args, workload, spec, settings, layout, device, args.seed)
+    codes, logs = [], []
+    for i in range(args.runs):
+        print(f"trainclock: run {i + 1} of {args.runs}")
+        code, log = _run_once(args, workload, spec, settings, layout, device,
+                              None if args.seed is None else args.seed + i, want_log=True)
+        codes.append(code)
+        logs.append(log)
+    return _score_entry(logs, codes)
+
+
+def _settings(args):
+    from trainclock.workloads.base import RunSettings
+
+    return RunSettings(data=args.data, global_batch_size=args.gbs, micro_batch_size=args.micro_batch,
+                       compile=bool(args.compile), activation_checkpointing=bool(args.activation_checkpointing))
+
+
+def _take_over_resumed_settings(args, member: str, device, world: int) -> None:
+    """A resume continues the checkpoint's run: its seed and the settings it was started with,
+    unless the user passes them; an explicit value that differs is refused."""
+    from trainclock.device import system
+    from trainclock.train.run import resumable_settings
+
+    system_name = args.system or system.default_system_name(device, per_node=world)
+    stored = resumable_settings(args.out, system_name, member)
+    if stored is None:
+        return  # the run reports that there is nothing to resume, with the systems that have something
+    flags = {"seed": "--seed", "data": "--data", "global_batch_size": "--gbs", "micro_batch_size": "--micro-batch",
+             "compile": "--compile", "activation_checkpointing": "--activation-checkpointing", "precision": "--precision"}
+    attrs = {"global_batch_size": "gbs", "micro_batch_size": "micro_batch"}
+    for key, flag in flags.items():
+        attr = attrs.get(key, key)
+        given, recorded = getattr(args, attr), stored.get(key)
+        if given is None:
+            setattr(args, attr, recorded)
+        elif recorded is not None and given != recorded and not (key == "precision" and given == "auto"):
+            raise UsageError(f"{flag} {given} differs from the run being resumed ({flag} {recorded}); "
+                             f"drop {flag} to continue that run, or start a new run without --resume")
+
+
+def _launch_all(args, name: str, layout, world: int) -> int:
+    """Each run of several processes re-executes `trainclock run` under torchrun; with --runs,
+    once per run, and the entry is scored here from the logs the runs name."""
+    from trainclock.distributed.launch import run_under_torchrun, torchrun_command
+
+    child = [*args.argv, "--runs", "1"]
+    if args.resume:  # the resumed run's seed and settings, taken over above, go to every rank
+        child += [part for flag, value in (("--data", args.data), ("--gbs", args.gbs),
+                                           ("--micro-batch", args.micro_batch), ("--precision", args.precision))
+                  if value is not None for part in (flag, str(value))]
+    run_id = args.run_id or os.environ.get("SLURM_JOB_ID")
+    print(f"trainclock: {name} on {world} processes ({layout.describe()}), via torchrun")
+    codes, logs = [], []
+    for i in range(args.runs):
+        seed = [] if args.seed is None else ["--seed", str(args.seed + i)]
         with tempfile.TemporaryDirectory() as tmp:
             status_file = Path(tmp) / "status"
-            code = run_under_torchrun(cmd, {STATUS_FILE_ENV: str(status_file)})
-            status = status_file.read_text() if status_file.exists() else None
+            code = run_under_torchrun(torchrun_command([*child, *seed], args.nproc, args.nnodes, args.node_rank, args.rdzv,
+                                                       args.max_restarts, run_id), {STATUS_FILE_ENV: str(status_file)})
+            status, _, log = (status_file.read_text() if status_file.exists() else "").partition("\n")
         if code:
             print(f"trainclock: error: the distributed run failed (torchrun exit code {code}); the failing ranks are named above",
                   file=sys.stderr)
             return PROCESS_FAILED
-        return 0 if status == "success" else 1
-    env = dist_env.current()
-    if env.world_size != world:
-        raise UsageError(f"torchrun started {env.world_size} processes but --nproc x --nnodes is {world}")
+        codes.append(0 if status == "success" else 1)
+        logs.append(Path(log) if log else None)
+    if args.runs == 1 or args.node_rank != 0:
+        return codes[0] if args.runs == 1 else 0
+    return _score_entry(logs, codes)
 
+
+def _run_once(args, workload, spec, settings, layout, device, seed: int | None, want_log: bool = False):
+    from trainclock.distributed import env as dist_env
+    from trainclock.train.loop import TrainOptions
+    from trainclock.train.run import RunRequest, execute
+    from trainclock.train.summary import print_run_summary
+
+    env = dist_env.current()
     options = TrainOptions(
         device=device,
-        precision=args.precision,
-        compile=args.compile,
+        precision=args.precision or "auto",
         max_seconds=args.max_minutes * 60 if args.max_minutes else None,
         max_samples=args.max_samples,
         checkpoint_every_steps=args.checkpoint_every or (max(spec.eval_every_samples // spec.global_batch_size, 1)
                                                         if args.max_restarts else 0),
     )
-    request = RunRequest(workload=spec.name, out=args.out, seed=seed, options=options, layout=layout, org=args.org,
-                         status=args.status, system_name=args.system, progress=not args.no_progress,
-                         resume=args.resume)
+    request = RunRequest(workload=workload, spec=spec, settings=settings, out=args.out, seed=seed, options=options,
+                         layout=layout, org=args.org, status=args.status, system_name=args.system,
+                         progress=not args.no_progress, resume=args.resume)
     if env.is_main:
-        print(f"trainclock: {spec.name} on {device}{f' x {world} processes ({layout.describe()})' if world > 1 else ''}, "
-              f"seed {seed}, target {spec.target_log_perplexity} validation log perplexity; "
-              f"init (data, model{', compile' if args.compile else ''}) is not timed")
-    result = execute(request, lambda ctx, dev: benchmark.build_job(spec, args.data, seed, ctx, dev, args.compile))
+        targets = "; ".join(t.describe() for t in workload_quality(workload, spec.name))
+        print(f"trainclock: {spec.name} on {device}{f' x {env.world_size} processes ({layout.describe()})' if env.world_size > 1 else ''}, "
+              f"target {targets}; init (data, model{', compile' if settings.compile else ''}) is not timed")
+    result = execute(request)
     if result is None:  # not rank 0
-        return 0
-    print_run_summary(result, spec.target_log_perplexity)
+        return (0, None) if want_log else 0
+    print_run_summary(result)
     _import_result(result.log_path, args.db)
+    code = 0 if result.outcome.status == "success" else 1
     if status_file := os.environ.get(STATUS_FILE_ENV):
-        Path(status_file).write_text(result.outcome.status)
-        return 0  # a finished run, even aborted at a limit, is no failure for torchrun to restart
-    return 0 if result.outcome.status == "success" else 1
+        Path(status_file).write_text(f"{result.outcome.status}\n{result.log_path.resolve()}")
+        code = 0  # a finished run, even aborted at a limit, is no failure for torchrun to restart
+    return (code, result.log_path) if want_log else code
+
+
+def workload_quality(workload, name: str):
+    return next(m.quality for m in workload.members() if m.name == name)
+
+
+def _score_entry(logs: list[Path | None], codes: list[int]) -> int:
+    """The entry's score by the round's rules, from the logs just written (the review's code)."""
+    from trainclock.review.render import print_review
+    from trainclock.review.tree import review_logs
+
+    made = [log for log in logs if log is not None]
+    if not made:
+        return 0  # not rank 0
+    entry = review_logs(made)
+    print_review([entry], verbose=True)
+    if entry.score_minutes is not None:
+        print(f"trainclock: entry score {entry.score_minutes:.4f} min ({entry.verdict}; {len(made)} runs, "
+              f"olympic mean of the rules of {entry.benchmark})")
+        return 0
+    print(f"trainclock: the entry has no score ({entry.verdict}: {'; '.join(entry.reasons) or 'see above'})")
+    return 1
 
 
 def _import_result(log_path: Path, db_url: str | None) -> None:

@@ -7,9 +7,11 @@ rank 0 once every rank has finished, so a killed writer leaves the previous one 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import warnings
 from pathlib import Path
 
 import torch
@@ -28,10 +30,11 @@ OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
 
 
 class Checkpointer:
-    def __init__(self, folder: Path, ctx: ParallelContext, identity: dict) -> None:
+    def __init__(self, folder: Path, ctx: ParallelContext, identity: dict, settings: dict | None = None) -> None:
         self.folder = folder
         self.ctx = ctx
         self.identity = identity  # what must match to resume: workload, batch, seed
+        self.settings = settings or {}  # the run's other settings, which a resume without flags takes over
 
     def save(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, loop_state: dict, offsets: dict) -> Path:
         step = loop_state["steps"]
@@ -42,14 +45,16 @@ class Checkpointer:
             tmp.mkdir(parents=True)
         self.ctx.barrier()
         aliases = getattr(model, "checkpoint_aliases", {})
-        model_sd, optim_sd = get_state_dict(model, optimizer, options=OPTIONS)
+        with _single_process_quiet():
+            model_sd, optim_sd = get_state_dict(model, optimizer, options=OPTIONS)
         # an aliased parameter is written by the rank that holds the original
         state = {"model": _without(model_sd, aliases), "optim": _without(optim_sd, aliases)}
-        dcp.save(state, checkpoint_id=str(tmp))
+        with _single_process_quiet():
+            dcp.save(state, checkpoint_id=str(tmp))
         torch.save(torch.get_rng_state(), tmp / f"rng_rank{self.ctx.env.rank}.pt")
         self.ctx.barrier()
         if self.ctx.env.is_main:
-            meta = {"identity": self.identity, "loop": loop_state, "offsets": offsets,
+            meta = {"identity": self.identity, "settings": self.settings, "loop": loop_state, "offsets": offsets,
                     "world_size": self.ctx.env.world_size, "layout": self.ctx.layout.describe()}
             atomic_write_text(tmp / STATE_FILE, json.dumps(meta, indent=1))
             _fsync_dir(tmp)
@@ -71,10 +76,12 @@ class Checkpointer:
             raise UsageError(f"checkpoint {path} belongs to another run ({detail}); resume with the same "
                              "benchmark, seed and batch size, or start a new run without --resume")
         aliases = getattr(model, "checkpoint_aliases", {})
-        model_sd, optim_sd = get_state_dict(model, optimizer, options=OPTIONS)
+        with _single_process_quiet():
+            model_sd, optim_sd = get_state_dict(model, optimizer, options=OPTIONS)
         state = {"model": _renamed(model_sd, aliases), "optim": _renamed(optim_sd, aliases)}
         try:
-            dcp.load(state, checkpoint_id=str(path))
+            with _single_process_quiet():
+                dcp.load(state, checkpoint_id=str(path))
         except Exception as e:  # DCP raises several types for missing or damaged shards
             raise DataError(f"checkpoint {path} cannot be loaded ({type(e).__name__}: {str(e).splitlines()[0][:200]}); "
                             "delete it to fall back to an older one") from None
@@ -85,6 +92,15 @@ class Checkpointer:
         if rng.exists():  # absent when resuming into a larger world
             torch.set_rng_state(torch.load(rng))
         return loop_state, offsets
+
+
+@contextlib.contextmanager
+def _single_process_quiet():
+    """DCP warns on every call that torch.distributed is not initialised: in a single-process
+    run that is expected, and the warning would land in the user's output."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        yield
 
 
 def _parameter_of(key: str, names) -> str | None:

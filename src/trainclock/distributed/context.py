@@ -45,6 +45,16 @@ class ParallelContext:
             dist.all_reduce(value, group=self.mesh["dp"].get_group())
         return value
 
+    def dp_gather(self, items: list) -> list:
+        """Every data-parallel rank's items, concatenated in rank order (predictions of different
+        lengths per rank: pickled, so any objects will do)."""
+        if self.mesh is None or self.dp_size == 1:
+            return list(items)
+        group = self.mesh["dp"].get_group()
+        parts: list = [None] * self.dp_size
+        dist.all_gather_object(parts, list(items), group=group)
+        return [item for part in parts for item in part]
+
     def any(self, flag: bool) -> bool:
         """True on every rank if it is true on any: stop decisions must be collective."""
         if not self.env.distributed:

@@ -40,6 +40,13 @@ def review_path(path: Path, round_: str | None = None, rcp_dir: Path | None = No
     return entries
 
 
+def review_logs(logs: list[Path], round_: str | None = None, rcp_dir: Path | None = None) -> EntryReview:
+    """One entry made of exactly these logs of one benchmark folder (`trainclock run --runs N`
+    scores the runs it made, not older ones beside them), by the same rules as review_path."""
+    context = entry_context(logs[0].parent, round_)
+    return review_entry(context, [review_log(log, context.round) for log in logs], rcp_dir)
+
+
 def find_entries(path: Path) -> list[tuple[Path, list[Path]]]:
     """(folder, its result logs in run order) for each folder holding result_*.txt under `path`;
     a file given directly is reviewed alone, whatever its name."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
@@ -24,6 +23,8 @@ from typing import TypeVar
 import torch
 import torch.distributed as dist
 
+from trainclock.device import system
+from trainclock.device.peak import DTYPES, matmul_peak_flops, resolve_precision
 from trainclock.distributed import env as dist_env
 from trainclock.distributed.checkpoint import Checkpointer, latest, read_meta
 from trainclock.distributed.context import ParallelContext
@@ -33,12 +34,9 @@ from trainclock.mllog import NullLog, RunLog
 from trainclock.mllog.reader import read_events
 from trainclock.mllog.time_to_train import time_to_train_ms
 from trainclock.storage import atomic_write_text
-from trainclock.device import system
-from trainclock.train.job import TrainJob
 from trainclock.train.loop import LoopState, TrainOptions, TrainOutcome, local_micro_batch, train, warm_up
-from trainclock.train.optim import build_optimizer
-from trainclock.device.peak import DTYPES, matmul_peak_flops, resolve_precision
 from trainclock.train.progress import TrainProgress
+from trainclock.workloads.base import QualityTarget, RunSettings, RunSpec, TrainJob, Workload
 
 
 T = TypeVar("T")
@@ -46,9 +44,13 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class RunRequest:
-    workload: str
+    """Everything a run needs, resolved once by the command."""
+
+    workload: Workload
+    spec: RunSpec  # the member, resolved against the settings and the layout
+    settings: RunSettings
     out: Path
-    seed: int
+    seed: int | None  # None: the checkpoint's when resuming, else a fresh one (logged)
     options: TrainOptions
     layout: Layout = Layout()
     org: str = "trainclock"
@@ -65,7 +67,10 @@ class RunResult:
     system_path: Path
     outcome: TrainOutcome
     time_to_train_ms: int  # run_stop - run_start, from the log
-    tokens_per_s: float  # training throughput, evaluation excluded
+    unit: str  # the workload's progress unit (tokens, images, samples)
+    units_per_s: float  # training throughput, evaluation excluded
+    quality: tuple[QualityTarget, ...]
+    seed: int
     achieved_flops: float
     peak_flops: float  # measured matmul peak of one process's device in the run's precision
     world_size: int
@@ -85,15 +90,11 @@ class _Slot:
 
     log_path: Path | None = None
     resume_from: Path | None = None
+    seed: int | None = None
     error: str | None = None
 
 
-# Builds the job (data, model) inside init, the model parallelised for the context and placed
-# on this process's device.
-Prepare = Callable[[ParallelContext, torch.device], TrainJob]
-
-
-def execute(request: RunRequest, prepare: Prepare) -> RunResult | None:
+def execute(request: RunRequest) -> RunResult | None:
     """Run a benchmark. Returns the result on rank 0 and None on the other ranks."""
     env = dist_env.current()
     device = dist_env.device_for(env, request.options.device)
@@ -104,26 +105,27 @@ def execute(request: RunRequest, prepare: Prepare) -> RunResult | None:
         # rank 0 measures and every rank trains in its choice: ranks must agree on the precision
         precision = _share(ctx, resolve_precision(request.options.precision, device) if env.is_main else None)
         request = replace(request, options=replace(request.options, device=device, precision=precision))
-        result = _execute(request, ctx, prepare)
+        result = _execute(request, ctx)
         ctx.barrier()  # no rank tears the group down while another is still using it
         return result
     finally:
         dist_env.destroy_process_group()
 
 
-def _execute(request: RunRequest, ctx: ParallelContext, prepare: Prepare) -> RunResult | None:
+def _execute(request: RunRequest, ctx: ParallelContext) -> RunResult | None:
     """The run itself, with the request's options resolved for this process (device, precision)."""
     options = request.options
     env, device = ctx.env, options.device
+    name = request.spec.name
     system_name = request.system_name or system.default_system_name(device, per_node=env.world_size)
-    results_dir = request.out / "results" / system_name / request.workload
+    results_dir = request.out / "results" / system_name / name
     slot = _share(ctx, _claim_slot(request, results_dir, resume=request.resume or env.restart_count > 0) if env.is_main else None)
     if slot.error:
         raise UsageError(slot.error)
-    log_path = slot.log_path
-    checkpoints = request.out / "checkpoints" / system_name / request.workload / log_path.stem
-    identity = {"workload": request.workload, "seed": request.seed}
-    checkpointer = Checkpointer(checkpoints, ctx, identity)
+    log_path, seed = slot.log_path, slot.seed
+    checkpoints = request.out / "checkpoints" / system_name / name / log_path.stem
+    identity = {"workload": name, "seed": seed}
+    checkpointer = Checkpointer(checkpoints, ctx, identity, settings=_settings_record(request))
     resume_meta = read_meta(slot.resume_from) if slot.resume_from else None
 
     log = (RunLog(log_path, resume_at=resume_meta["offsets"]["log"] if resume_meta else None)
@@ -131,13 +133,13 @@ def _execute(request: RunRequest, ctx: ParallelContext, prepare: Prepare) -> Run
     if not resume_meta:
         log.start("init_start")
     try:
-        job = prepare(ctx, device)
+        job = request.workload.build_job(request.spec, ctx, device, seed, request.settings)
         identity["global_batch_size"] = job.global_batch_size
-        optimizer = build_optimizer(job.model, job.optim)
+        optimizer = job.optimizer.build(job.model)
         if not resume_meta:
-            log_header(log, job, request, system_name, ctx)
+            log_header(log, job, request, system_name, ctx, seed)
         peak = matmul_peak_flops(device, DTYPES[options.precision])
-        warm_up(job, options, ctx)
+        warm_up(job, options, ctx, compiled=request.settings.compile)
         state = None
         if slot.resume_from:
             loop_state, offsets = checkpointer.load(slot.resume_from, job.model, optimizer)
@@ -164,45 +166,78 @@ def _execute(request: RunRequest, ctx: ParallelContext, prepare: Prepare) -> Run
         checkpointer.save(job.model, optimizer, loop_state.to_json(), offsets)
 
     total = options.max_samples or job.max_samples
-    with metrics, TrainProgress(total, job.target, enabled=request.progress and env.is_main) as progress:
+    with metrics, TrainProgress(total, job.quality, job.progress.unit, enabled=request.progress and env.is_main) as progress:
         outcome = train(job, optimizer, options, log, metrics, progress, ctx, state,
                         save_checkpoint if options.checkpoint_every_steps else None)
     if not env.is_main:
         return None
     log.finish()
     events, _ = read_events(log_path)
-    tokens_per_s = outcome.tokens / outcome.train_seconds if outcome.train_seconds else 0.0
+    units_per_s = outcome.units / outcome.train_seconds if outcome.train_seconds else 0.0
     achieved = outcome.samples * job.flops_per_sample / outcome.train_seconds if outcome.train_seconds else 0.0
-    return RunResult(log_path, metrics_path, system_path, outcome, time_to_train_ms(events),
-                     tokens_per_s, achieved, peak, env.world_size)
+    return RunResult(log_path, metrics_path, system_path, outcome, time_to_train_ms(events), job.progress.unit,
+                     units_per_s, job.quality, seed, achieved, peak, env.world_size)
+
+
+def _settings_record(request: RunRequest) -> dict:
+    """What a resume without flags takes over from the checkpoint (explicit choices only)."""
+    s = request.settings
+    return {"data": s.data, "global_batch_size": s.global_batch_size, "micro_batch_size": s.micro_batch_size,
+            "compile": s.compile, "activation_checkpointing": s.activation_checkpointing,
+            "precision": request.options.precision}
+
+
+def resumable_settings(out: Path, system_name: str, member: str) -> dict | None:
+    """The identity and settings of the run `--resume` would continue (None: there is none).
+    Reads only: the command fills the settings the user did not pass from these."""
+    slot = _resumable(out, out / "results" / system_name / member)
+    if slot is None:
+        return None
+    try:
+        meta = read_meta(slot.resume_from)
+    except Exception:  # a damaged checkpoint is reported where the run loads it
+        return None
+    return {**meta.get("settings", {}), "seed": meta["identity"].get("seed")}
 
 
 def _claim_slot(request: RunRequest, results_dir: Path, resume: bool) -> _Slot:
+    name = request.spec.name
     try:
         results_dir.mkdir(parents=True, exist_ok=True)
         if resume:
-            slot = _resumable(request, results_dir)
+            slot = _resumable(request.out, results_dir)
             if slot:
-                return slot
+                try:
+                    stored = read_meta(slot.resume_from)["identity"].get("seed")
+                except Exception:
+                    stored = None
+                return replace(slot, seed=request.seed if request.seed is not None else stored)
             if request.resume:
-                others = sorted(p.parent.parent.name for p in results_dir.parent.parent.glob(f"*/{request.workload}/result_*.txt.partial")
+                others = sorted(p.parent.parent.name for p in results_dir.parent.parent.glob(f"*/{name}/result_*.txt.partial")
                                 if p.parent != results_dir)
-                hint = (f" (unfinished runs of {request.workload} exist under system {', '.join(dict.fromkeys(others))}: "
+                hint = (f" (unfinished runs of {name} exist under system {', '.join(dict.fromkeys(others))}: "
                         "the default system name counts the processes; pass --system NAME to resume one)") if others else ""
                 return _Slot(error=f"nothing to resume in {results_dir}: no unfinished run with a complete checkpoint{hint}; "
                                    "start a new run without --resume")
-        return _Slot(log_path=_reserve_result_path(results_dir))
+        seed = request.seed if request.seed is not None else fresh_seed()
+        return _Slot(log_path=_reserve_result_path(results_dir), seed=seed)
     except OSError as e:
         return _Slot(error=f"cannot write to output directory {request.out}: {e.strerror}; choose another with --out")
 
 
-def _resumable(request: RunRequest, results_dir: Path) -> _Slot | None:
+def fresh_seed() -> int:
+    return int.from_bytes(os.urandom(4), "little") % (2**31)
+
+
+def _resumable(out: Path, results_dir: Path) -> _Slot | None:
     """The newest unfinished result (a .partial log) that has a complete checkpoint."""
+    if not results_dir.is_dir():
+        return None
     system_name, workload = results_dir.parent.name, results_dir.name
     partials = sorted(results_dir.glob("result_*.txt.partial"), key=lambda p: int(p.name.split("_")[1].split(".")[0]))
     for partial in reversed(partials):
         log_path = partial.with_name(partial.name.removesuffix(".partial"))
-        folder = request.out / "checkpoints" / system_name / workload / log_path.stem
+        folder = out / "checkpoints" / system_name / workload / log_path.stem
         newest = latest(folder)
         if newest is not None:
             return _Slot(log_path=log_path, resume_from=newest)
@@ -250,36 +285,26 @@ def _reserve_result_path(folder: Path) -> Path:
         i += 1
 
 
-def log_header(log: RunLog, job: TrainJob, request: RunRequest, system_name: str, ctx: ParallelContext) -> None:
-    log.event("submission_benchmark", job.mlperf_benchmark)
+def log_header(log: RunLog, job: TrainJob, request: RunRequest, system_name: str, ctx: ParallelContext,
+               seed: int) -> None:
+    log.event("submission_benchmark", job.benchmark)
     log.event("submission_org", request.org)
     log.event("submission_division", job.division)
     log.event("submission_status", request.status)
     log.event("submission_platform", system_name)
-    log.event("trainclock_workload", job.workload)
+    log.event("trainclock_workload", job.name)
     log.event("trainclock_parallel_layout", ctx.layout.describe(), metadata={"world_size": ctx.env.world_size})
     log.event("cache_clear", True)
-    log.event("seed", request.seed)
+    log.event("seed", seed)
     log.event("global_batch_size", job.global_batch_size)
     log.event("gradient_accumulation_steps", job.global_batch_size // ctx.dp_size // local_micro_batch(job, ctx))
-    o = job.optim
-    for key, value in [
-        ("opt_name", "adam"),
-        ("opt_base_learning_rate", o.learning_rate),
-        ("opt_end_learning_rate", o.end_learning_rate),
-        ("opt_learning_rate_warmup_steps", o.warmup_steps),
-        ("opt_learning_rate_decay_steps", o.decay_steps),
-        ("opt_learning_rate_decay_schedule", "cosine with linear warmup"),
-        ("opt_adam_beta_1", o.beta1),
-        ("opt_adam_beta_2", o.beta2),
-        ("opt_adam_epsilon", o.eps),
-        ("opt_weight_decay", o.weight_decay),
-        ("opt_gradient_clip_norm", o.gradient_clip_norm),
-    ]:
+    for key, value in job.optimizer.log_keys().items():
         log.event(key, value)
     for key, value in job.log_keys.items():
         log.event(key, value)
     log.event("eval_samples", job.eval_samples)
-    log.event("trainclock_target", job.target, metadata={"metric": job.metric_name})
+    for target in job.quality:
+        log.event("trainclock_target", target.threshold, metadata={"metric": target.metric, "direction": target.direction})
+    log.event("trainclock_progress_unit", job.progress.unit, metadata={"per_sample": job.progress.units_per_sample})
     log.event("trainclock_precision", request.options.precision)
-    log.event("trainclock_compile", request.options.compile)
+    log.event("trainclock_compile", request.settings.compile)

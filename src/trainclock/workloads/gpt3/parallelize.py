@@ -1,17 +1,17 @@
-"""How a GPT model is parallelised, in torchtitan's fixed order: tensor parallel -> compile ->
-data parallel (FSDP2 or DDP). model.py stays free of all of this."""
+"""What is GPT-specific in parallelising it: the tensor-parallel plan, the blocks (FSDP2 units
+and activation-checkpointing units) and the pipeline cut. The order in which they are applied,
+and data parallelism, live in trainclock.distributed.parallelize; model.py stays free of all this."""
 
 from __future__ import annotations
 
-import torch
-from torch.distributed.fsdp import fully_shard
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
-from torch.nn.parallel import DistributedDataParallel
 
-from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
+from trainclock.distributed.parallelize import ModelParallelism
 from trainclock.errors import UsageError
-from trainclock.workloads.gpt3.model import GPT, GPTShape
+from trainclock.workloads.gpt3.model import GPTShape
 from trainclock.workloads.gpt3.pipeline import PipelinedGPT
 
 
@@ -25,26 +25,17 @@ def check_layout(model_shape: GPTShape, layout: Layout) -> None:
         raise UsageError("tensor parallel with more than one data-parallel replica needs --fsdp (2-D FSDP2 x TP)")
 
 
-def parallelize(model: GPT, ctx: ParallelContext, compile: bool, device: torch.device,
-                microbatches: int) -> torch.nn.Module:
-    layout, mesh = ctx.layout, ctx.mesh
-    if mesh is not None and layout.tp > 1:
-        # Megatron-style: column-parallel qkv and MLP up (each rank holds whole heads), row-parallel
-        # output projections whose results are all-reduced; embeddings and LayerNorms replicated.
-        plan = {"attn.qkv": ColwiseParallel(), "attn.proj": RowwiseParallel(),
-                "mlp.up": ColwiseParallel(), "mlp.down": RowwiseParallel()}
-        for block in model.blocks:
-            parallelize_module(block, mesh["tp"], plan)
-    if mesh is not None and layout.pp > 1:  # stages of the tensor-parallel blocks, data parallel inside
-        return PipelinedGPT(model, ctx, device, microbatches)
-    runnable: torch.nn.Module = torch.compile(model) if compile else model
-    if mesh is None or layout.dp == 1:
-        return runnable
-    if layout.fsdp:
-        dp_mesh = mesh["dp"]
-        for block in model.blocks:
-            fully_shard(block, mesh=dp_mesh)
-        fully_shard(model, mesh=dp_mesh)
-        return runnable
-    # gradients live in the all-reduce buckets: no copy into them and back after every backward
-    return DistributedDataParallel(runnable, process_group=mesh["dp"].get_group(), gradient_as_bucket_view=True)
+def tensor_parallel(model: nn.Module, tp_mesh: DeviceMesh) -> None:
+    # Megatron-style: column-parallel qkv and MLP up (each rank holds whole heads), row-parallel
+    # output projections whose results are all-reduced; embeddings and LayerNorms replicated.
+    plan = {"attn.qkv": ColwiseParallel(), "attn.proj": RowwiseParallel(),
+            "mlp.up": ColwiseParallel(), "mlp.down": RowwiseParallel()}
+    for block in model.blocks:
+        parallelize_module(block, tp_mesh, plan)
+
+
+PARALLELISM = ModelParallelism(
+    tensor_parallel=tensor_parallel,
+    blocks=lambda model: list(model.blocks),
+    pipeline=lambda model, ctx, microbatches: PipelinedGPT(model, ctx, model.tok_emb.weight.device, microbatches),
+)

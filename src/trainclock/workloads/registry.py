@@ -1,0 +1,66 @@
+"""Finds the benchmarks. Each subpackage of trainclock.workloads that exposes WORKLOAD joins,
+as does every module named in $TRAINCLOCK_WORKLOADS (comma-separated import paths: a user's own
+benchmark, or the tests' toy workload) and every `trainclock.workloads` entry point. Commands ask
+this module, never a benchmark by name."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+from functools import cache
+from importlib.metadata import entry_points
+
+from trainclock.errors import UsageError
+from trainclock.workloads.base import Member, Workload
+
+PLUGINS_ENV = "TRAINCLOCK_WORKLOADS"
+
+
+def workloads() -> list[Workload]:
+    """Every registered workload, built-in ones first, in a stable order."""
+    return list(_registered(os.environ.get(PLUGINS_ENV, "")).values())
+
+
+def find(name: str) -> tuple[Workload, str]:
+    """The workload and member a name means: a member (gpt3-mini) or an MLPerf key alone (gpt3,
+    meaning its full-size member)."""
+    for workload in workloads():
+        if name == workload.key:
+            return workload, workload.full_size
+        if any(m.name == name for m in workload.members()):
+            return workload, name
+    known = ", ".join(m.name for w in workloads() for m in w.members())
+    raise UsageError(f"unknown benchmark {name!r}; choose one of: {known} (or an MLPerf key alone for the full size)")
+
+
+def member(name: str) -> tuple[Workload, Member]:
+    workload, member_name = find(name)
+    return workload, next(m for m in workload.members() if m.name == member_name)
+
+
+@cache
+def _registered(plugins: str) -> dict[str, Workload]:
+    found: dict[str, Workload] = {}
+    package = importlib.import_module("trainclock.workloads")
+    modules = [f"trainclock.workloads.{info.name}" for info in pkgutil.iter_modules(package.__path__) if info.ispkg]
+    modules += [m.strip() for m in plugins.split(",") if m.strip()]
+    for module_name in modules:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as e:
+            raise UsageError(f"cannot import workload module {module_name!r} ({e}); fix ${PLUGINS_ENV}") from None
+        _add(found, getattr(module, "WORKLOAD", None), module_name)
+    for entry in entry_points(group="trainclock.workloads"):
+        _add(found, entry.load(), entry.value)
+    return found
+
+
+def _add(found: dict[str, Workload], workload: Workload | None, origin: str) -> None:
+    if workload is None:
+        if not origin.startswith("trainclock.workloads."):
+            raise UsageError(f"workload module {origin!r} defines no WORKLOAD")
+        return
+    if workload.key in found and found[workload.key] is not workload:
+        raise UsageError(f"two workloads claim the MLPerf key {workload.key!r} ({origin})")
+    found[workload.key] = workload

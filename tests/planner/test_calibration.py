@@ -9,23 +9,23 @@ from trainclock.planner.validation import EXTRAPOLATE_FROM, GOAL_MEAN_ERROR, GOA
 
 
 def test_every_published_entry_is_calibrated(data):
+    assert data.cost.name == "gpt3-175b"  # submissions.toml's benchmark, at full size, through the registry
     assert len(data.entries) == 11
     assert {e.stack.id for e in data.entries} == {"h100-sxm/v3.0", "h100-sxm/v3.1", "gaudi2/v3.0", "gaudi2/v3.1"}
 
 
 def test_the_scored_run_is_the_middle_one(data):
     entry = data.entry("v3.0/coreweave_hgxh100_n192_ngc23.04_pytorch")  # 23.54, 25.53, 23.61 min: score 23.61
-    assert entry.published.scored_run_tokens == 1258291200
-    assert data.entry("v3.0/HLS-Gaudi2-N32-PT").published.scored_run_tokens == 1157627904  # 442.58 of 441.3/442.58/460.3
+    assert entry.published.scored_run_units == 1258291200
+    assert data.entry("v3.0/HLS-Gaudi2-N32-PT").published.scored_run_units == 1157627904  # 442.58 of 441.3/442.58/460.3
 
 
 def test_assumed_layouts_agree_with_the_logs_and_fit_in_memory(data):
     for stack_id, timing in data.timings.items():
         entry = data.entry(data.stacks[stack_id].timing_entry)
-        assert entry.layout.micro_batches(timing.global_batch_size) == timing.gradient_accumulation_steps, stack_id
+        assert entry.plan.micro_batches(timing.global_batch_size) == timing.gradient_accumulation_steps, stack_id
     for e in data.entries:  # these systems ran, so their layouts must fit
-        m = memory_per_accelerator(data.spec.shape, data.spec.seq_len, e.published.global_batch_size, e.layout,
-                                   e.stack.accelerator)
+        m = memory_per_accelerator(data.cost, e.published.global_batch_size, e.plan, e.stack.accelerator)
         assert m.fits, f"{e.key}: {m.total / 1e9:.1f} GB"
 
 

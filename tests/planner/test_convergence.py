@@ -1,52 +1,53 @@
 import pytest
 
 from trainclock.errors import UsageError
-from trainclock.planner import convergence
-from trainclock.planner.convergence import eval_interval_tokens, load_convergence
-from trainclock.workloads.gpt3.spec import get_member
+from trainclock.planner.convergence import eval_interval_samples, load_convergence
+from trainclock.planner.workload import cost_model
+from trainclock.workloads.gpt3 import cost as gpt3_cost
 
-SPEC = get_member("gpt3-175b")
+COST = cost_model("gpt3-175b")
 MEAN_2048 = (3 * 1157627904 + 3 * 1207959552) / 6  # rcps_gpt3.json, gpt3_ref_2048
 MEAN_3072 = (1258291200 + 5 * 1207959552) / 6
 
 
 @pytest.fixture
 def rcps(mlperf_dir):
-    return load_convergence(SPEC, lambda: mlperf_dir)
+    return load_convergence(COST, lambda: mlperf_dir)
 
 
 def test_reference_points_are_the_mean_tokens_at_each_batch(rcps):
-    assert rcps.batch_range == (1536, 8192)
-    assert rcps.tokens_needed(2048) == pytest.approx(MEAN_2048)
-    assert rcps.tokens_needed(2560) == pytest.approx((MEAN_2048 + MEAN_3072) / 2)  # linear in between
+    assert rcps.batch_range == (1536, 8192) and rcps.unit == "tokens"
+    assert rcps.units_needed(2048) == pytest.approx(MEAN_2048)
+    assert rcps.units_needed(2560) == pytest.approx((MEAN_2048 + MEAN_3072) / 2)  # linear in between
 
 
 def test_a_run_stops_at_the_first_evaluation_past_the_target(rcps):
     # the 3,584-GPU entry: batch 2688 evaluates every ceil(24576 / 2688) = 10 steps
-    interval = eval_interval_tokens(SPEC, 2688)
-    assert interval == 10 * 2688 * 2048
-    assert rcps.tokens_to_target(2688, interval) == 22 * interval == 1_211_105_280  # what all its runs trained
+    interval = eval_interval_samples(COST, 2688)
+    assert interval == 10 * 2688
+    samples = rcps.samples_to_target(2688, interval)
+    assert samples == 22 * interval and samples * 2048 == 1_211_105_280  # the tokens all its runs trained
 
 
 def test_batch_outside_the_reference_points_is_a_usage_error(rcps):
-    with pytest.raises(UsageError, match=r"cover only global batch sizes 1536 to 8192; choose --gbs there, or give --tokens"):
-        rcps.tokens_needed(1024)
+    with pytest.raises(UsageError, match=r"cover only global batch sizes 1536 to 8192; choose --gbs there, "
+                                         r"or give --tokens N to set the tokens to train"):
+        rcps.units_needed(1024)
 
 
 def test_own_members_converge_where_their_reference_runs_reached_the_target(monkeypatch):
-    spec = get_member("gpt3-mini")
-    t = spec.target_log_perplexity  # curves placed around the recorded target, whatever it is
+    cost = cost_model("gpt3-mini")
+    t = cost.spec.target_log_perplexity  # curves placed around the recorded target, whatever it is
     evals = [[[1.0, 98304, t + 0.8], [2.0, 196608, t - 0.01]], [[1.0, 98304, t - 0.1]],
              [[1.0, 98304, t + 0.4], [2.0, 196608, t - 0.02]]]
-    monkeypatch.setattr(convergence, "target_evidence", lambda name: {"runs": [{"evals": e} for e in evals]})
-    model = load_convergence(spec, lambda: pytest.fail("no MLPerf data needed"))
-    target = spec.target_log_perplexity
-    expected = sorted(next(t for _, t, loss in run if loss <= target) for run in evals)[1]
-    assert model.points == ((spec.global_batch_size, expected),)
-    with pytest.raises(UsageError, match=f"cover only global batch size {spec.global_batch_size}"):
-        model.tokens_needed(spec.global_batch_size * 2)
+    monkeypatch.setattr(gpt3_cost, "target_evidence", lambda name: {"runs": [{"evals": e} for e in evals]})
+    model = load_convergence(cost, lambda: pytest.fail("no MLPerf data needed"))
+    expected = sorted(next(u for _, u, loss in run if loss <= t) for run in evals)[1]
+    assert model.points == ((cost.reference_batch_size, expected),)
+    with pytest.raises(UsageError, match=f"cover only global batch size {cost.reference_batch_size}"):
+        model.units_needed(cost.reference_batch_size * 2)
 
 
 def test_members_without_convergence_data_ask_for_tokens():
     with pytest.raises(UsageError, match="no convergence data for gpt3-1.3b.*give --tokens N"):
-        load_convergence(get_member("gpt3-1.3b"), lambda: pytest.fail("no MLPerf data needed"))
+        load_convergence(cost_model("gpt3-1.3b"), lambda: pytest.fail("no MLPerf data needed"))

@@ -1,29 +1,38 @@
 import pytest
 
+from trainclock.distributed.layout import Layout
 from trainclock.errors import UsageError
 from trainclock.planner.cost import HOURS_PER_MONTH, parse_price, run_cost
-from trainclock.planner.layout import Layout, complete, layout_problems, parse_layout, require_valid
+from trainclock.planner.plan import complete, parse_layout
 from trainclock.planner.predict import predict
 from trainclock.planner.step_time import Efficiency
-from trainclock.workloads.gpt3.spec import get_member
+from trainclock.planner.validity import layout_problems, require_valid
+from trainclock.planner.workload import cost_model
 
-from .helpers import accelerator
+from .helpers import accelerator, plan
 
-SHAPE = get_member("gpt3-175b").shape
+COST = cost_model("gpt3-175b")
 
 
 def test_layout_string_round_trips():
-    layout = Layout(tp=4, pp=8, dp=112, virtual_stages=12, sequence_parallel=True, precision="fp8")
-    assert complete(Layout(), parse_layout(layout.describe()), 3584) == layout
+    p = plan(tp=4, pp=8, dp=112, vp=12, sequence_parallel=True, precision="fp8")
+    assert complete(plan(), parse_layout(p.describe()), 3584) == p
     assert parse_layout("tp=4, pp=8,sp") == {"tp": 4, "pp": 8, "sequence_parallel": True}
 
 
+def test_the_plan_holds_the_layout_trainclock_run_takes():
+    p = plan(tp=4, pp=8, dp=112, vp=12, zero=3)
+    assert p.layout == Layout.for_world(3584, tp=4, pp=8, fsdp=True, vp=12)  # zero 3 is FSDP, vp > 1 interleaves
+    assert p.layout.pp_schedule == "interleaved-1f1b" and p.accelerators == 3584
+    assert plan(pp=4, zero=1).layout == Layout(pp=4)  # 1F1B with DDP
+
+
 def test_data_parallelism_fills_the_remaining_accelerators():
-    layout = complete(Layout(sequence_parallel=True), {"tp": 4, "pp": 8}, 3584)
-    assert (layout.dp, layout.sequence_parallel) == (112, True)
-    assert complete(Layout(sequence_parallel=True), {}, 8).sequence_parallel is False  # tp 1: nothing to shard
+    p = complete(plan(sequence_parallel=True), {"tp": 4, "pp": 8}, 3584)
+    assert (p.layout.dp, p.sequence_parallel) == (112, True)
+    assert complete(plan(sequence_parallel=True), {}, 8).sequence_parallel is False  # tp 1: nothing to shard
     with pytest.raises(UsageError, match="3584 accelerators cannot be split into tp=5 x pp=1"):
-        complete(Layout(), {"tp": 5}, 3584)
+        complete(plan(), {"tp": 5}, 3584)
 
 
 @pytest.mark.parametrize("text, message", [
@@ -41,16 +50,17 @@ def test_bad_layout_strings_are_one_line_usage_errors(text, message):
 
 
 def test_layout_constraints():
-    ok = Layout(tp=4, pp=8, dp=112, virtual_stages=12, sequence_parallel=True)
-    assert layout_problems(ok, SHAPE, 3584, 2688) == []
-    assert layout_problems(ok, SHAPE, 3584, 2700)[0].startswith("batch:")
-    assert layout_problems(Layout(tp=5, pp=1, dp=1), SHAPE, 5, 5)[0].startswith("heads:")
-    assert layout_problems(Layout(pp=5, dp=1), SHAPE, 5, 5)[0].startswith("layers:")
+    ok = plan(tp=4, pp=8, dp=112, vp=12, sequence_parallel=True)
+    assert layout_problems(ok, COST, 3584, 2688) == []
+    assert layout_problems(ok, COST, 3584, 2700)[0].startswith("batch:")
+    assert layout_problems(plan(tp=5, pp=1, dp=1), COST, 5, 5)[0] == \
+        "tensor parallel: tp=5 does not divide gpt3-175b's 96 attention heads"
+    assert layout_problems(plan(pp=5, dp=1), COST, 5, 5)[0].startswith("layers:")
     # interleaving runs micro-batches in groups of pp: 2688 / 336 = 8 per step is fine, 4 is not
-    assert layout_problems(Layout(tp=4, pp=8, dp=336, virtual_stages=12), SHAPE, 10752, 2688) == []
-    assert layout_problems(Layout(tp=4, pp=8, dp=336, virtual_stages=12), SHAPE, 10752, 1344)[0].startswith("interleaving:")
+    assert layout_problems(plan(tp=4, pp=8, dp=336, vp=12), COST, 10752, 2688) == []
+    assert layout_problems(plan(tp=4, pp=8, dp=336, vp=12), COST, 10752, 1344)[0].startswith("interleaving:")
     with pytest.raises(UsageError, match=r"is not valid \(batch: global batch 2700"):
-        require_valid(ok, SHAPE, 3584, 2700)
+        require_valid(ok, COST, 3584, 2700)
 
 
 def test_price_per_node_month_becomes_per_accelerator_hour():
@@ -64,9 +74,8 @@ def test_price_per_node_month_becomes_per_accelerator_hour():
 
 
 def test_cost_and_energy_of_a_run():
-    spec = get_member("gpt3-125m")
     acc = accelerator(power_watts=500.0)
-    p = predict(spec, acc, 256, Layout(dp=8), Efficiency(0.4), tokens=10**9)
+    p = predict(cost_model("gpt3-125m"), acc, 256, plan(dp=8), Efficiency(0.4), units=10**9)
     hours = p.time_to_train_s / 3600
     cost = run_cost(p, parse_price("37000/node-month", acc))
     assert cost.accelerator_hours == pytest.approx(8 * hours)

@@ -7,9 +7,9 @@ import pytest
 from trainclock.commands import plan
 from trainclock.errors import DataError, UsageError
 from trainclock.planner.hardware import load_catalogue
-from trainclock.planner.layout import parse_layout
+from trainclock.planner.plan import parse_layout
 from trainclock.planner.planning import Planner
-from trainclock.workloads.gpt3.spec import get_member
+from trainclock.planner.workload import cost_model
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def test_plan_of_the_published_3584_gpu_system(run, mlperf_dir):
     argv = ["gpt3-175b", "--accelerator", "h100-sxm", "--count", "3584", "--gbs", "2688",
             "--layout", "tp=4,pp=8,vp=12", "--stack", "h100-sxm/v3.0", "--price", "37000/node-month"]
     code, out = run(*argv)
-    planner = Planner(get_member("gpt3-175b"), load_catalogue(), mlperf_dir)
+    planner = Planner(cost_model("gpt3-175b"), load_catalogue(), mlperf_dir)
     h100 = planner.catalogue["h100-sxm"]
     calibrated = planner.calibrated(h100, "h100-sxm/v3.0")
     expected, _ = planner.plan(h100, 3584, calibrated, parse_layout("tp=4,pp=8,vp=12"), 2688)
@@ -79,7 +79,8 @@ def test_validate_prints_the_tables_and_passes_the_goal(run):
     (["gpt3-175b", "--accelerator", "h300", "--count", "8"], UsageError, "unknown accelerator 'h300'"),
     (["gpt3-175b", "--accelerator", "h100-sxm"], UsageError, "give either --count N or --sweep"),
     (["gpt3-175b", "--accelerator", "h100-sxm", "--count", "8", "--save", "x.json"], UsageError, "use it with --sweep"),
-    (["--accelerator", "h100-sxm", "--count", "8"], UsageError, "name a GPT-3 member"),
+    (["--accelerator", "h100-sxm", "--count", "8"], UsageError, "name a benchmark member"),
+    (["gpt3-999b", "--accelerator", "h100-sxm", "--count", "8"], UsageError, "unknown benchmark 'gpt3-999b'"),
     (["gpt3-175b", "--count", "8"], UsageError, "--accelerator is required"),
     (["gpt3-175b", "--accelerator", "h100-sxm", "--count", "8", "--efficiency", "1.5"], UsageError, "in \\(0, 1\\]"),
     (["gpt3-175b", "--accelerator", "a100-80gb", "--count", "1024"], UsageError, "a100-80gb has no calibration"),

@@ -2,16 +2,17 @@ import pytest
 
 from trainclock.errors import UsageError
 from trainclock.planner import search
-from trainclock.planner.layout import Layout, layout_problems
+from trainclock.planner.plan import Plan
 from trainclock.planner.step_time import Efficiency
+from trainclock.planner.validity import layout_problems
 
 EFF = Efficiency(0.45, eval_overhead_s=2.0)
-TEMPLATE = Layout(sequence_parallel=True, recompute="selective", zero=1, overlap=True, precision="fp8")
+TEMPLATE = Plan(sequence_parallel=True, recompute="selective", zero=1, overlap=True, precision="fp8")
 
 
 @pytest.fixture(scope="module")
 def found(data, catalogue):
-    return search.search(data.spec, catalogue["h100-sxm"], 3584, EFF, TEMPLATE, {}, 2688, data.convergence)
+    return search.search(data.cost, catalogue["h100-sxm"], 3584, EFF, TEMPLATE, {}, 2688, data.convergence)
 
 
 def test_search_ranks_valid_layouts_that_fit_fastest_first(found, data):
@@ -19,21 +20,21 @@ def test_search_ranks_valid_layouts_that_fit_fastest_first(found, data):
     times = [p.time_to_train_s for p in found.ranked]
     assert times == sorted(times)
     for p in found.ranked:
-        assert p.memory.fits and p.layout.accelerators == 3584
-        assert layout_problems(p.layout, data.spec.shape, 3584, 2688) == []
+        assert p.memory.fits and p.plan.accelerators == 3584
+        assert layout_problems(p.plan, data.cost, 3584, 2688) == []
     assert found.considered == len(found.ranked) + sum(found.rejected.values())
 
 
 def test_nvidias_layout_is_among_the_candidates_and_near_the_best(found):
-    nvidia = [p for p in found.ranked if (p.layout.tp, p.layout.pp, p.layout.virtual_stages, p.layout.micro_batch,
-                                          p.layout.recompute, p.layout.zero) == (4, 8, 12, 1, "selective", 1)]
+    nvidia = [p for p in found.ranked if (p.plan.layout.tp, p.plan.layout.pp, p.plan.layout.vp, p.plan.micro_batch,
+                                          p.plan.recompute, p.plan.zero) == (4, 8, 12, 1, "selective", 1)]
     assert len(nvidia) == 1
     assert nvidia[0].time_to_train_s <= 1.05 * found.ranked[0].time_to_train_s
 
 
 def test_without_a_batch_the_search_tries_one_per_convergence_point(data, catalogue):
-    result = search.search(data.spec, catalogue["h100-sxm"], 3584, EFF, TEMPLATE,
-                           {"tp": 4, "pp": 8, "virtual_stages": 12, "micro_batch": 1, "recompute": "selective", "zero": 1},
+    result = search.search(data.cost, catalogue["h100-sxm"], 3584, EFF, TEMPLATE,
+                           {"tp": 4, "pp": 8, "vp": 12, "micro_batch": 1, "recompute": "selective", "zero": 1},
                            None, data.convergence)
     batches = sorted(p.global_batch_size for p in result.ranked)
     # multiples of dp x pp = 112 x 8 = 896 at or above 1536, 2048, 3072, 4096, and below 8192 at the top
@@ -41,8 +42,8 @@ def test_without_a_batch_the_search_tries_one_per_convergence_point(data, catalo
 
 
 def test_nothing_fits_is_a_one_line_error_with_the_numbers(data, catalogue):
-    result = search.search(data.spec, catalogue["a100-80gb"], 8, EFF, Layout(precision="bf16"), {}, 1536, data.convergence)
+    result = search.search(data.cost, catalogue["a100-80gb"], 8, EFF, Plan(precision="bf16"), {}, 1536, data.convergence)
     with pytest.raises(UsageError, match=r"no layout of gpt3-175b on 8 x a100-80gb fits in memory: the smallest needs "
                                          r"[\d,.]+ GB per accelerator of 72.0 GB usable") as info:
-        search.require_some(result, data.spec, catalogue["a100-80gb"], 8, 1536)
+        search.require_some(result, data.cost, catalogue["a100-80gb"], 8, 1536)
     assert "\n" not in str(info.value)

@@ -3,70 +3,68 @@ import math
 import pytest
 
 from trainclock.planner import collectives as comm
-from trainclock.planner.layout import Layout
-from trainclock.planner.model_terms import (
-    attention_flops_per_token,
-    embedding_parameters,
-    layer_parameters,
-    parameter_flops_per_token,
-)
 from trainclock.planner.predict import predict
 from trainclock.planner.step_time import Efficiency, eval_seconds, micro_batch_times, optimizer_seconds, step_time
-from trainclock.workloads.gpt3.spec import get_member
+from trainclock.planner.workload import cost_model
+from trainclock.workloads.cost import WorkloadCost
 
-from .helpers import accelerator
+from .helpers import accelerator, plan
 
-SHAPE_175B = get_member("gpt3-175b").shape
-SMALL = get_member("gpt3-125m")  # 12 layers, 12 heads, d_model 768
+COST_175B = cost_model("gpt3-175b")
+SMALL = cost_model("gpt3-125m")  # 12 layers, 12 heads, d_model 768, 2048 tokens per sequence
+
+
+def test_gpt3_is_a_workload_cost_model():
+    assert isinstance(COST_175B, WorkloadCost)
+    assert (COST_175B.benchmark, COST_175B.progress_unit, COST_175B.units_per_sample) == ("gpt3", "tokens", 2048)
+    assert cost_model("gpt3").name == "gpt3-175b"  # an MLPerf key alone means the full-size member
 
 
 def test_175b_parameter_terms_by_hand():
     d, V, T = 12288, 50257, 2048
-    assert layer_parameters(SHAPE_175B) == 12 * d * d + 13 * d == 1_812_099_072
-    assert embedding_parameters(SHAPE_175B) == V * d + T * d + 2 * d == 642_748_416
-    assert 96 * layer_parameters(SHAPE_175B) + embedding_parameters(SHAPE_175B) == 174_604_259_328
+    assert COST_175B.layer_parameters == 12 * d * d + 13 * d == 1_812_099_072
+    assert COST_175B.other_parameters == V * d + T * d + 2 * d == 642_748_416
+    assert 96 * COST_175B.layer_parameters + COST_175B.other_parameters == COST_175B.parameter_count == 174_604_259_328
 
 
 def test_flops_split_into_6N_and_attention_by_hand():
     n_without_positions = 174_604_259_328 - 2048 * 12288
-    assert parameter_flops_per_token(SHAPE_175B, 2048) == 6 * n_without_positions
-    assert attention_flops_per_token(SHAPE_175B, 2048) == 12 * 96 * 12288 * 2048
+    assert COST_175B.flops_per_sample.weights == 6 * n_without_positions * 2048
+    assert COST_175B.flops_per_sample.other == 12 * 96 * 12288 * 2048 * 2048
 
 
 def test_compute_time_is_6NT_flops_over_efficient_peak():
-    layout = Layout(recompute="none", zero=0, overlap=False, precision="bf16")
+    layout = plan(recompute="none", zero=0, overlap=False, precision="bf16")
     acc = accelerator()
-    mb = micro_batch_times(SHAPE_175B, 2048, layout, acc, Efficiency(0.5))
-    flops = 2048 * SHAPE_175B.flops_per_token(2048)  # one sequence
+    mb = micro_batch_times(COST_175B, layout, acc, Efficiency(0.5))
+    flops = 2048 * (6 * (174_604_259_328 - 2048 * 12288) + 12 * 96 * 12288 * 2048)  # one sequence
     assert mb.compute == pytest.approx(flops / (100e12 * 0.5))
     assert mb.backward == pytest.approx(2 * mb.forward)
     # fp8 doubles the speed of the weights' matmuls only; attention stays at bf16
-    fp8 = micro_batch_times(SHAPE_175B, 2048, Layout(recompute="none", precision="fp8"), acc, Efficiency(0.5))
-    expected = 2048 * (parameter_flops_per_token(SHAPE_175B, 2048) / 200e12
-                       + attention_flops_per_token(SHAPE_175B, 2048) / 100e12) / 0.5
+    fp8 = micro_batch_times(COST_175B, plan(recompute="none", precision="fp8"), acc, Efficiency(0.5))
+    expected = (COST_175B.flops_per_sample.weights / 200e12 + COST_175B.flops_per_sample.other / 100e12) / 0.5
     assert fp8.compute == pytest.approx(expected)
 
 
 def test_full_recomputation_adds_a_forward_pass():
     acc, eff = accelerator(), Efficiency(0.5)
-    none = micro_batch_times(SHAPE_175B, 2048, Layout(recompute="none"), acc, eff)
-    full = micro_batch_times(SHAPE_175B, 2048, Layout(recompute="full"), acc, eff)
+    none = micro_batch_times(COST_175B, plan(recompute="none"), acc, eff)
+    full = micro_batch_times(COST_175B, plan(recompute="full"), acc, eff)
     assert full.compute == pytest.approx(none.compute * 4 / 3)
     assert full.recompute == pytest.approx(none.forward)
 
 
 def test_mfu_equals_the_efficiency_when_nothing_but_compute_costs():
-    spec = SMALL
     acc = accelerator(memory_bandwidth=1e30)  # no optimizer time
-    layout = Layout(recompute="none", zero=0, overlap=False, precision="bf16")
-    p = predict(spec, acc, 256, layout, Efficiency(0.37), tokens=10**9)
+    layout = plan(recompute="none", zero=0, overlap=False, precision="bf16")
+    p = predict(SMALL, acc, 256, layout, Efficiency(0.37), units=10**9)
     assert p.mfu == pytest.approx(0.37, rel=1e-9)
 
 
 @pytest.mark.parametrize("pp, vp, m", [(2, 1, 4), (4, 1, 8), (4, 3, 8), (2, 2, 16), (3, 1, 5)])
 def test_bubble_fraction_is_p_minus_1_over_vm_plus_p_minus_1(pp, vp, m):
-    layout = Layout(pp=pp, virtual_stages=vp, recompute="none", zero=0, overlap=True)
-    s = step_time(SMALL.shape, 2048, m, layout, accelerator(), Efficiency(0.5))
+    layout = plan(pp=pp, vp=vp, recompute="none", zero=0, overlap=True)
+    s = step_time(SMALL, m, layout, accelerator(), Efficiency(0.5))
     pipeline = s.compute_s + s.tp_comm_s + s.bubble_s
     assert s.micro_batches == m
     assert s.bubble_s / pipeline == pytest.approx((pp - 1) / (vp * m + pp - 1))
@@ -98,31 +96,32 @@ def test_overlap_helpers_by_hand():
 
 def test_data_parallel_traffic_is_a_ring_all_reduce_of_the_gradients_and_overlap_hides_most():
     acc = accelerator()
-    base = Layout(tp=1, pp=1, dp=16, recompute="none", zero=1, overlap=False)
-    exposed_all = step_time(SMALL.shape, 2048, 64, base, acc, Efficiency(0.5))
-    shard_bytes = SMALL.shape.parameter_count() * 2  # bf16 gradients, one bucket per layer
-    link = comm.group_link(acc, base.dp_group())
+    base = plan(tp=1, pp=1, dp=16, recompute="none", zero=1, overlap=False)
+    exposed_all = step_time(SMALL, 64, base, acc, Efficiency(0.5))
+    shard_bytes = SMALL.parameter_count * 2  # bf16 gradients, one bucket per layer
+    link = comm.group_link(acc, base.layout.group("dp"))
     assert exposed_all.dp_comm_s == pytest.approx(comm.ring_all_reduce_seconds(shard_bytes, 16, link))
     assert exposed_all.dp_exposed_s == exposed_all.dp_comm_s
     slow = Efficiency(0.02)  # a backward pass long against the traffic
-    hidden = step_time(SMALL.shape, 2048, 64, Layout(tp=1, pp=1, dp=16, recompute="none", zero=1, overlap=True), acc, slow)
+    hidden = step_time(SMALL, 64, plan(tp=1, pp=1, dp=16, recompute="none", zero=1, overlap=True), acc, slow)
     # then only the last layer's reduce-scatter and the first layer's all-gather wait
     bucket = comm.reduce_scatter_seconds(shard_bytes / 12, 16, link)
     assert hidden.dp_exposed_s == pytest.approx(2 * bucket)
-    fast = step_time(SMALL.shape, 2048, 64, Layout(tp=1, pp=1, dp=16, recompute="none", zero=1, overlap=True), acc,
-                     Efficiency(0.9))
+    fast = step_time(SMALL, 64, plan(tp=1, pp=1, dp=16, recompute="none", zero=1, overlap=True), acc, Efficiency(0.9))
     assert 2 * bucket < fast.dp_exposed_s < fast.dp_comm_s  # a quick backward hides only part
 
 
 def test_optimizer_is_memory_bound_on_the_parameters_it_owns():
-    layout = Layout(tp=2, pp=2, dp=4, zero=1)
-    owned = SMALL.shape.parameter_count() / 4 / 4
-    assert optimizer_seconds(SMALL.shape, layout, accelerator()) == pytest.approx(owned * 30 / 1e12)
+    layout = plan(tp=2, pp=2, dp=4, zero=1)
+    owned = SMALL.parameter_count / 4 / 4
+    assert optimizer_seconds(SMALL, layout, accelerator()) == pytest.approx(owned * 30 / 1e12)  # Adam, mixed precision
+    fp32 = plan(tp=2, pp=2, dp=4, zero=1, precision="fp32")
+    assert optimizer_seconds(SMALL, fp32, accelerator()) == pytest.approx(owned * 28 / 1e12)  # no 16-bit copy
 
 
 def test_evaluation_is_a_forward_pipeline_plus_the_fixed_overhead():
-    layout = Layout(dp=2, micro_batch=2, recompute="none", overlap=True)
+    layout = plan(dp=2, micro_batch=2, recompute="none", overlap=True)
     eff = Efficiency(0.5, eval_overhead_s=1.5)
-    mb = micro_batch_times(SMALL.shape, 2048, layout, accelerator(), eff)
-    seconds = eval_seconds(SMALL.shape, 2048, 5659, layout, accelerator(), eff)
+    mb = micro_batch_times(SMALL, layout, accelerator(), eff)
+    seconds = eval_seconds(SMALL, layout, accelerator(), eff)  # 5659 validation sequences
     assert seconds == pytest.approx(math.ceil(5659 / 4) * mb.forward + 1.5)

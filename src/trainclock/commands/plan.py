@@ -1,5 +1,6 @@
 """`trainclock plan MEMBER --accelerator ID --count N`: predict time-to-train, memory and cost of a
-GPT-3 member on a cluster; `--sweep` for a scaling curve; `--validate` for the calibration."""
+benchmark member on a cluster, and the `trainclock run` command for the layout chosen; `--sweep`
+for a scaling curve; `--validate` for the calibration."""
 
 from __future__ import annotations
 
@@ -11,15 +12,18 @@ from trainclock.errors import UsageError
 
 def register(sub) -> None:
     plan = sub.add_parser("plan", help="predict time-to-train, memory and cost on a cluster (calibrated on MLPerf)")
-    plan.add_argument("benchmark", nargs="?", help="GPT-3 member, e.g. gpt3-175b (see `trainclock list`)")
+    plan.add_argument("benchmark", nargs="?", help="a member, e.g. gpt3-175b, or an MLPerf key for the full size "
+                                                   "(see `trainclock list`)")
     plan.add_argument("--accelerator", help="catalogue id, e.g. h100-sxm, h200, a100-80gb, gaudi2, tpu-v5e, this-cpu")
     plan.add_argument("--count", type=int, help="number of accelerators")
     plan.add_argument("--sweep", help="accelerator counts for a scaling curve, e.g. 512,768,1536,3584,10752")
-    plan.add_argument("--gbs", type=int, help="global batch size in sequences (default: the best the layout search finds)")
+    plan.add_argument("--gbs", type=int, help="global batch size in samples (default: the best the layout search finds)")
     plan.add_argument("--layout", help="e.g. tp=4,pp=8,vp=12,mb=1,sp=on,recompute=selective,zero=1,overlap=on,"
                                        "precision=fp8 (unset keys from the software stack; default: search)")
     plan.add_argument("--price", help="e.g. 37000/node-month or 2.10/gpu-hour, for the cost per run and per result")
-    plan.add_argument("--tokens", type=int, help="train this many tokens instead of the convergence model's")
+    plan.add_argument("--tokens", type=float, metavar="N",
+                      help="train this far, in the benchmark's progress unit (tokens for GPT-3), instead of "
+                           "what the convergence model says")
     plan.add_argument("--stack", help="calibration to use, e.g. h100-sxm/v3.1 (default: the accelerator's latest)")
     plan.add_argument("--efficiency", type=float, help="fraction of peak FLOP/s the matmuls reach, overriding calibration")
     plan.add_argument("--hardware", type=Path, action="append", default=[], metavar="FILE",
@@ -44,7 +48,7 @@ def main(args) -> int:
     if args.validate:
         return _validate(args, catalogue)
     if not args.benchmark:
-        raise UsageError("name a GPT-3 member to plan, e.g. `trainclock plan gpt3-175b --accelerator h100-sxm "
+        raise UsageError("name a benchmark member to plan, e.g. `trainclock plan gpt3-175b --accelerator h100-sxm "
                          "--count 3584`, or use --validate or --list-hardware")
     if not args.accelerator:
         raise UsageError("--accelerator is required, e.g. --accelerator h100-sxm (see --list-hardware)")
@@ -64,13 +68,13 @@ def main(args) -> int:
 
 def _planner(args, catalogue):
     from trainclock.planner.planning import Planner
-    from trainclock.workloads.gpt3.spec import get_member
+    from trainclock.planner.workload import cost_model
 
-    return Planner(get_member(args.benchmark), catalogue, args.mlperf_results)
+    return Planner(cost_model(args.benchmark), catalogue, args.mlperf_results)
 
 
 def _layout_fields(args) -> dict[str, object]:
-    from trainclock.planner.layout import parse_layout
+    from trainclock.planner.plan import parse_layout
 
     return parse_layout(args.layout) if args.layout else {}
 
@@ -102,10 +106,10 @@ def _sweep(args, catalogue, accelerator) -> int:
     predictions = [planner.plan(accelerator, n, calibrated, given, args.gbs, args.tokens)[0]
                    for n in sweep.parse_counts(args.sweep)]
     points = sweep.curve(predictions, price)
-    tables.print_sweep(points, f"{planner.spec.name} on {accelerator.id}: predicted scaling ({calibrated.source})")
+    tables.print_sweep(points, f"{planner.cost.name} on {accelerator.id}: predicted scaling ({calibrated.source})")
     if args.save:
         sweep.save_curve(points, args.save, {
-            "member": planner.spec.name, "accelerator": accelerator.id, "calibration": calibrated.source,
+            "member": planner.cost.name, "benchmark": planner.cost.benchmark, "accelerator": accelerator.id, "calibration": calibrated.source,
             "matmul_efficiency": calibrated.efficiency.compute, "eval_overhead_s": calibrated.efficiency.eval_overhead_s,
             "price": args.price, "layout_given": args.layout,
         })

@@ -1,4 +1,5 @@
-"""The parallel layout of a run: pipeline x data x tensor parallel, over a DeviceMesh."""
+"""The parallel layout of a run: pipeline x data x tensor parallel, over a DeviceMesh. The same
+type describes what `trainclock run` trains and what `trainclock plan` predicts."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ if TYPE_CHECKING:  # torch stays out of the CLI's startup, which validates layou
     from torch.distributed.device_mesh import DeviceMesh
 
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")  # torch.distributed.pipelining's schedules trainclock runs
+MESH_DIMS = ("pp", "dp", "tp")  # slowest to fastest: ranks of a tensor-parallel group are neighbours
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,38 @@ class Layout:
             text += f" ({self.pp_schedule}{f', vp={self.vp}' if self.vp > 1 else ''})"
         return text
 
+    def group(self, dim: str) -> tuple[int, int]:
+        """(rank stride, size) of a communication group along `dim` ("tp", "dp" or "pp") in the
+        mesh's rank order: a group spans nodes when stride x size exceeds a node."""
+        sizes = {"pp": self.pp, "dp": self.dp, "tp": self.tp}
+        faster = MESH_DIMS[MESH_DIMS.index(dim) + 1:]
+        stride = 1
+        for d in faster:
+            stride *= sizes[d]
+        return stride, sizes[dim]
+
+    def run_flags(self, gpus_per_node: int) -> list[str]:
+        """The `trainclock run` flags that rebuild this layout (Layout.for_world of what they
+        parse to gives it back). torchrun starts the same number of processes on every node: as
+        many as fit in a node of `gpus_per_node` and divide the world evenly."""
+        if gpus_per_node < 1:
+            raise UsageError(f"a node holds at least 1 accelerator, got {gpus_per_node}")
+        world = self.world_size
+        nproc = max(n for n in range(1, min(gpus_per_node, world) + 1) if world % n == 0)
+        flags = ["--nproc", str(nproc), "--nnodes", str(world // nproc)]
+        if self.tp > 1:
+            flags += ["--tp", str(self.tp)]
+        if self.pp > 1:
+            flags += ["--pp", str(self.pp)]
+            if self.vp > 1:
+                flags += ["--vp", str(self.vp)]  # implies the interleaved schedule
+            if self.pp_schedule != ("interleaved-1f1b" if self.vp > 1 else "1f1b"):
+                flags += ["--pp-schedule", self.pp_schedule]
+        if self.fsdp:
+            flags.append("--fsdp")
+        return flags
+
     def mesh(self, device_type: str) -> "DeviceMesh":
         from torch.distributed.device_mesh import init_device_mesh
 
-        return init_device_mesh(device_type, (self.pp, self.dp, self.tp), mesh_dim_names=("pp", "dp", "tp"))
+        return init_device_mesh(device_type, (self.pp, self.dp, self.tp), mesh_dim_names=MESH_DIMS)

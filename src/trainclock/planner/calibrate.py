@@ -2,14 +2,17 @@
 step-time model cannot know from datasheets, and test them on results left out of the fit.
 
 - compute efficiency: the fraction of peak FLOP/s the matmuls reach, fitted to the official
-  time-to-train of the stack's entries in the results table (each timed with the tokens its
-  scored run actually trained);
+  time-to-train of the stack's entries in the results table (each timed with the progress its
+  scored run actually made: tokens for GPT-3);
 - evaluation overhead: seconds each evaluation costs beyond its forward passes, fitted to the
   evaluation times in the stack's result logs (eval_stop - eval_start). A stack whose log is
   left out borrows the overhead of the same accelerator's other stack.
 
 Everything else (links, bubble, overlap, optimizer) comes from the catalogue and the layout.
-Predictions of left-out entries use the convergence model's tokens, as a user's would."""
+Predictions of left-out entries use the convergence model's progress, as a user's would.
+
+The published table is one benchmark's (submissions.toml names it: MLPerf's gpt3), planned with
+the cost model of that benchmark's full-size member, found through the workload registry."""
 
 from __future__ import annotations
 
@@ -26,11 +29,12 @@ from scipy.optimize import least_squares
 from trainclock.errors import DataError, UsageError
 from trainclock.planner.convergence import ConvergenceModel, load_convergence
 from trainclock.planner.hardware import THIS_CPU, Accelerator, by_alias
-from trainclock.planner.layout import Layout, complete, parse_layout
 from trainclock.planner.mlperf_data import LogTiming, PublishedEntry, log_timing, read_published
+from trainclock.planner.plan import Plan, complete, parse_layout
 from trainclock.planner.predict import Prediction, predict
 from trainclock.planner.step_time import Efficiency, eval_seconds
-from trainclock.workloads.gpt3.spec import MEMBERS, GPT3Spec, get_member, target_evidence
+from trainclock.planner.workload import cost_model
+from trainclock.workloads.cost import WorkloadCost
 
 CPU_STACK = f"{THIS_CPU}/trainclock"
 CPU_LAYOUT = {"recompute": "none", "zero": 0, "overlap": False}  # precision: what `trainclock run` would choose here
@@ -55,7 +59,7 @@ class Entry:
 
     published: PublishedEntry
     stack: Stack
-    layout: Layout
+    plan: Plan
     layout_source: str
 
     @property
@@ -65,7 +69,7 @@ class Entry:
 
 @dataclass(frozen=True)
 class CalibrationData:
-    spec: GPT3Spec
+    cost: WorkloadCost  # of the benchmark the published table is about
     stacks: dict[str, Stack]
     entries: tuple[Entry, ...]
     timings: dict[str, LogTiming]  # by stack id
@@ -90,8 +94,8 @@ class Check:
     entry: Entry
     fit: StackFit
     measured_min: float
-    predicted_min: float  # tokens from the convergence model
-    timed_min: float  # tokens the scored run trained: the step-time model alone
+    predicted_min: float  # progress from the convergence model
+    timed_min: float  # with what the scored run trained: the step-time model alone
 
     @property
     def error(self) -> float:
@@ -103,8 +107,8 @@ class Check:
 
 
 def load_calibration_data(folder: Path, catalogue: dict[str, Accelerator]) -> CalibrationData:
-    spec = get_member("gpt3-175b")
-    stacks, overrides = _read_submissions(catalogue)
+    benchmark, stacks, overrides = _read_submissions(catalogue)
+    cost = cost_model(benchmark)  # the benchmark's full-size member
     entries = []
     for published in read_published(folder):
         stack_id = f"{by_alias(catalogue, published.accelerator_model).id}/v{published.round}"
@@ -112,37 +116,38 @@ def load_calibration_data(folder: Path, catalogue: dict[str, Accelerator]) -> Ca
             raise DataError(f"{published.key}: no stack {stack_id!r} in planner/submissions.toml; describe how it ran")
         stack = stacks[stack_id]
         override, source = overrides.get(published.key, ({}, stack.layout_source))
-        layout = complete(Layout(), {**stack.layout, **override}, published.accelerators)
-        entries.append(Entry(published, stack, layout, source))
-    timings = {s.id: log_timing(folder / s.timing_log, spec.seq_len) for s in stacks.values()
+        plan = complete(Plan(), {**stack.layout, **override}, published.accelerators)
+        entries.append(Entry(published, stack, plan, source))
+    timings = {s.id: log_timing(folder / s.timing_log, cost.units_per_sample) for s in stacks.values()
                if any(e.key == s.timing_entry for e in entries)}
-    return CalibrationData(spec, stacks, tuple(entries), timings, load_convergence(spec, lambda: folder))
+    return CalibrationData(cost, stacks, tuple(entries), timings, load_convergence(cost, lambda: folder))
 
 
-def _read_submissions(catalogue: dict[str, Accelerator]) -> tuple[dict[str, Stack], dict[str, tuple[dict, str]]]:
+def _read_submissions(catalogue: dict[str, Accelerator]) -> tuple[str, dict[str, Stack], dict[str, tuple[dict, str]]]:
     path = "planner/submissions.toml"
     try:
         table = tomllib.loads((resources.files("trainclock.planner") / "submissions.toml").read_text())
+        benchmark = table["benchmark"]
         stacks = {sid: Stack(sid, catalogue[s["accelerator"]], s["round"], s["software"], parse_layout(s["layout"]),
                              s["layout_source"], s["timing_entry"], s["timing_log"])
                   for sid, s in table["stacks"].items()}
         overrides = {key: (parse_layout(e.get("layout", "")), e["source"]) for key, e in table.get("entries", {}).items()}
     except (KeyError, tomllib.TOMLDecodeError, UsageError) as e:
-        raise DataError(f"{path} is incomplete or malformed ({e}); every stack needs accelerator, round, software, "
-                        f"layout, layout_source, timing_entry and timing_log") from None
-    return stacks, overrides
+        raise DataError(f"{path} is incomplete or malformed ({e}); it names the benchmark and every stack needs "
+                        f"accelerator, round, software, layout, layout_source, timing_entry and timing_log") from None
+    return benchmark, stacks, overrides
 
 
-def entry_prediction(data: CalibrationData, entry: Entry, efficiency: Efficiency, tokens: int | None = None) -> Prediction:
-    """The model's run of a published entry: with `tokens` trained, else the convergence model's."""
+def entry_prediction(data: CalibrationData, entry: Entry, efficiency: Efficiency, units: float | None = None) -> Prediction:
+    """The model's run of a published entry: with `units` trained (of the benchmark's progress
+    unit), else the convergence model's."""
     p = entry.published
-    return predict(data.spec, entry.stack.accelerator, p.global_batch_size, entry.layout, efficiency,
-                   convergence=data.convergence, tokens=tokens)
+    return predict(data.cost, entry.stack.accelerator, p.global_batch_size, entry.plan, efficiency,
+                   convergence=data.convergence, units=units)
 
 
 def modelled_eval_s(data: CalibrationData, entry: Entry, efficiency: Efficiency) -> float:
-    s = data.spec
-    return eval_seconds(s.shape, s.seq_len, s.eval_sequences, entry.layout, entry.stack.accelerator, efficiency)
+    return eval_seconds(data.cost, entry.plan, entry.stack.accelerator, efficiency)
 
 
 def fit(data: CalibrationData, keys: Iterable[str] | None = None) -> dict[str, StackFit]:
@@ -162,7 +167,7 @@ def fit(data: CalibrationData, keys: Iterable[str] | None = None) -> dict[str, S
 
     def residuals(x) -> list[float]:
         eff = efficiencies(x)
-        r = [math.log(entry_prediction(data, e, eff[e.stack.id], e.published.scored_run_tokens).time_to_train_s / 60
+        r = [math.log(entry_prediction(data, e, eff[e.stack.id], e.published.scored_run_units).time_to_train_s / 60
                       / e.published.score_minutes) for e in chosen]
         for s in own_log:
             measured = data.timings[s].mean_eval_s
@@ -197,7 +202,7 @@ def check(data: CalibrationData, fits: dict[str, StackFit], entries: Iterable[En
         f = fits[e.stack.id]
         rows.append(Check(e, f, e.published.score_minutes,
                           entry_prediction(data, e, f.efficiency).time_to_train_s / 60,
-                          entry_prediction(data, e, f.efficiency, e.published.scored_run_tokens).time_to_train_s / 60))
+                          entry_prediction(data, e, f.efficiency, e.published.scored_run_units).time_to_train_s / 60))
     return rows
 
 
@@ -225,23 +230,12 @@ def error_summary(rows: list[Check]) -> tuple[float, float]:
     return statistics.fmean(errors), max(errors)
 
 
-def own_runs_efficiency(member: str) -> tuple[Efficiency, str]:
-    """This CPU's efficiency: the median MFU of trainclock's recorded runs of the planned member,
-    measured against the same matmul peak the planner measures for this-cpu. Its verification runs
-    (full runs to the target, as a user meets it) come first, then its reference runs, then the
-    reference runs of every measured member: efficiency depends on the model's size."""
-    measured = [spec.name for spec in MEMBERS.values() if spec.target_source.startswith("measured")]
-    if member in measured:
-        evidence = target_evidence(member)
-        for kind, runs in (("verification", (evidence.get("verification") or {}).get("runs")), ("reference", evidence.get("runs"))):
-            if mfus := _mfus(runs):
-                return Efficiency(statistics.median(mfus)), f"median MFU of {len(mfus)} {member} {kind} runs"
-    mfus = [mfu for name in measured for mfu in _mfus(target_evidence(name).get("runs"))]
-    if not mfus:
-        raise DataError("no trainclock reference run records an MFU (workloads/gpt3/targets/*.json); "
+def own_runs_efficiency(cost: WorkloadCost) -> tuple[Efficiency, str]:
+    """This CPU's efficiency: what trainclock's own recorded runs of the workload reached, measured
+    against the same matmul peak the planner measures for this-cpu (the cost model's records)."""
+    measured = cost.measured_efficiency()
+    if measured is None:
+        raise DataError(f"no trainclock run of {cost.name} (or of its benchmark's other members) records an MFU; "
                         "give --efficiency F for this-cpu")
-    return Efficiency(statistics.median(mfus)), f"median MFU of {len(mfus)} trainclock reference runs of {', '.join(measured)}"
-
-
-def _mfus(runs: list[dict] | None) -> list[float]:
-    return [run["mfu"] for run in runs or [] if isinstance(run.get("mfu"), int | float)]
+    mfu, source = measured
+    return Efficiency(mfu), source

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trainclock.planner.hardware import Accelerator
-from trainclock.planner.layout import spans_nodes
+from trainclock.planner.plan import spans_nodes
 
 # nccl-tests bus bandwidth reaches about 80% of the line rate on NVLink/NVSwitch and on
 # InfiniBand NDR; the same fraction is assumed for other fabrics.

@@ -9,10 +9,9 @@ from dataclasses import dataclass
 from trainclock.errors import UsageError
 from trainclock.planner.hardware import Accelerator
 from trainclock.planner.predict import Prediction
+from trainclock.review.scoring import scoring_rule
 
 HOURS_PER_MONTH = 8760 / 12
-# MLPerf Training scoring: runs that make one result (their olympic mean is the score).
-RUNS_PER_RESULT = {"gpt3": 3}
 
 _PRICE = re.compile(r"^\$?\s*(?P<amount>\d[\d,]*(\.\d+)?|\.\d+)\s*/\s*(?P<unit>accelerator|gpu|chip|node)-(?P<period>hour|month)$")
 
@@ -55,7 +54,14 @@ def run_cost(prediction: Prediction, price: Price | None) -> RunCost:
     power = prediction.accelerator.power_watts
     return RunCost(
         accelerator_hours=accelerator_hours,
-        runs_per_result=RUNS_PER_RESULT.get(prediction.spec.mlperf_benchmark, 1),
+        runs_per_result=runs_per_result(prediction.cost.benchmark),
         per_run=None if price is None else accelerator_hours * price.per_accelerator_hour,
         energy_kwh=None if power is None else accelerator_hours * power / 1000,
     )
+
+
+def runs_per_result(benchmark: str) -> int:
+    """Runs that make one MLPerf result (their olympic mean is the score), by the review's scoring
+    rules; 1 for a benchmark they do not know."""
+    rule = scoring_rule(benchmark)
+    return rule.runs if rule else 1

@@ -1,26 +1,22 @@
-"""Memory per accelerator under a layout: weights, gradients, optimizer states and activations of
+"""Memory per accelerator under a plan: weights, gradients, optimizer states and activations of
 the fullest pipeline stage, against the accelerator's capacity.
 
 Mixed precision keeps bf16 weights (plus an fp8 copy and its transpose when the matmuls run in
-fp8), fp32 gradients (Megatron's main_grad) and fp32 master weights with two Adam moments.
-Activations per layer follow Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
-Transformer Models", Table 2), in 16-bit: s*b*h*(34/t + 5*a*s/(h*t)) with sequence parallelism,
-s*b*h*(10 + 24/t + 5*a*s/(h*t)) without; selective recomputation drops the 5*a*s/h attention term;
-full recomputation keeps only each layer's input (2*s*b*h). Under the 1F1B schedule the first
-stage holds min(m, p) micro-batches in flight, times (1 + (p-1)/(p*v)) when interleaved."""
+fp8), fp32 gradients (Megatron's main_grad) and fp32 master weights beside the optimizer's own
+state; fp32 training keeps fp32 weights and gradients and no master copy. Activations per layer
+come from the workload's cost model (in 16-bit values; doubled in fp32). Under the 1F1B schedule
+the first stage holds min(m, p) micro-batches in flight, times (1 + (p-1)/(p*v)) when interleaved."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from trainclock.planner.hardware import Accelerator
-from trainclock.planner.layout import Layout
-from trainclock.planner.model_terms import embedding_parameters, layer_parameters
-from trainclock.workloads.gpt3.model import GPTShape
+from trainclock.planner.plan import Plan
+from trainclock.workloads.cost import WorkloadCost
 
 # Kept free for the runtime: driver context, allocator fragmentation, communication buffers.
 RUNTIME_RESERVE = 0.10
-LOGIT_BYTES = 4 * 2  # fp32 logits and their gradient, per vocabulary entry and token
 
 
 @dataclass(frozen=True)
@@ -30,7 +26,7 @@ class MemoryBreakdown:
     gradients: float
     optimizer: float
     activations: float
-    logits: float
+    logits: float  # the model's output on the last stage (GPT: logits)
     capacity: float
 
     @property
@@ -50,44 +46,40 @@ class MemoryBreakdown:
                 ("activations", self.activations), ("logits", self.logits)]
 
 
-def bytes_per_parameter(layout: Layout) -> tuple[float, float, float]:
+def bytes_per_parameter(plan: Plan, cost: WorkloadCost) -> tuple[float, float, float]:
     """(weights, gradients, optimizer states) bytes per parameter before any sharding."""
-    if layout.precision == "fp32":
-        return 4.0, 4.0, 8.0
-    return (2.0 + (2.0 if layout.precision == "fp8" else 0.0)), 4.0, 12.0
+    if plan.precision == "fp32":
+        return 4.0, 4.0, float(cost.optimizer_state_bytes_per_parameter)
+    master = 4.0  # the fp32 copy the optimizer updates
+    return (2.0 + (2.0 if plan.precision == "fp8" else 0.0)), 4.0, master + cost.optimizer_state_bytes_per_parameter
 
 
-def layer_activation_bytes(shape: GPTShape, seq_len: int, layout: Layout) -> float:
+def layer_activation_bytes(cost: WorkloadCost, plan: Plan, recompute: str | None = None) -> float:
     """Activations one layer keeps for the backward pass of one micro-batch on one device."""
-    s, b, h, a, t = seq_len, layout.micro_batch, shape.d_model, shape.n_head, layout.tp
-    scale = 2.0 if layout.precision == "fp32" else 1.0  # the coefficients count 16-bit values
-    if layout.recompute == "full":
-        return scale * 2 * s * b * h / (t if layout.sequence_parallel else 1)
-    per_token_width = 34 / t if layout.sequence_parallel else 10 + 24 / t
-    attention_scores = 5 * a * s / (h * t) if layout.recompute == "none" else 0.0
-    return scale * s * b * h * (per_token_width + attention_scores)
+    scale = 2.0 if plan.precision == "fp32" else 1.0  # the cost model counts 16-bit values
+    return scale * cost.layer_activation_bytes(plan.micro_batch, plan.layout.tp, plan.sequence_parallel,
+                                               recompute or plan.recompute)
 
 
-def memory_per_accelerator(shape: GPTShape, seq_len: int, global_batch_size: int, layout: Layout,
+def memory_per_accelerator(cost: WorkloadCost, global_batch_size: int, plan: Plan,
                            accelerator: Accelerator) -> MemoryBreakdown:
-    m, p, v = layout.micro_batches(global_batch_size), layout.pp, layout.virtual_stages
-    layers = shape.n_layer / p
-    # Both ends hold the (tied) embedding: the first to look tokens up, the last for the logits.
-    parameters = (layers * layer_parameters(shape) + embedding_parameters(shape)) / layout.tp
-    weight_b, grad_b, optim_b = bytes_per_parameter(layout)
-    weights = parameters * weight_b / (layout.dp if layout.zero == 3 else 1)
-    if layout.zero == 3:  # one layer's full weights gathered, and the next one prefetched
-        weights += 2 * layer_parameters(shape) / layout.tp * weight_b
-    gradients = parameters * grad_b / (layout.dp if layout.zero >= 2 else 1)
-    optimizer = parameters * optim_b / (layout.dp if layout.zero >= 1 else 1)
+    layout = plan.layout
+    m, p, v = plan.micro_batches(global_batch_size), layout.pp, layout.vp
+    layers = cost.layers / p
+    # the fullest stage holds every parameter outside the layers (GPT: both ends hold the tied embedding)
+    parameters = (layers * cost.layer_parameters + cost.other_parameters) / layout.tp
+    weight_b, grad_b, optim_b = bytes_per_parameter(plan, cost)
+    weights = parameters * weight_b / (layout.dp if plan.zero == 3 else 1)
+    if plan.zero == 3:  # one layer's full weights gathered, and the next one prefetched
+        weights += 2 * cost.layer_parameters / layout.tp * weight_b
+    gradients = parameters * grad_b / (layout.dp if plan.zero >= 2 else 1)
+    optimizer = parameters * optim_b / (layout.dp if plan.zero >= 1 else 1)
 
-    per_layer = layer_activation_bytes(shape, seq_len, layout)
-    if layout.recompute == "full":  # the layer being recomputed is briefly whole
-        full = layer_activation_bytes(shape, seq_len, replace(layout, recompute="selective"))
-    else:
-        full = 0.0
+    per_layer = layer_activation_bytes(cost, plan)
+    # the layer being recomputed is briefly whole
+    full = layer_activation_bytes(cost, plan, "selective") if plan.recompute == "full" else 0.0
     in_flight = min(m, p) * ((1 + (p - 1) / (p * v)) if v > 1 else 1)
-    logits = layout.micro_batch * seq_len * shape.vocab_size * LOGIT_BYTES / layout.tp
+    logits = cost.output_bytes(plan.micro_batch, layout.tp)
     first = layers * in_flight * per_layer + full
     last = layers * per_layer + full
     if p == 1:

@@ -1,5 +1,6 @@
-"""The published MLPerf data the planner calibrates on: the GPT-3 results table, the reference
-convergence points, and the timings of evaluations and steps read from result logs.
+"""The published MLPerf data the planner calibrates on: a benchmark's results table (MLPerf GPT-3's
+is the one published), the reference convergence points, and the timings of evaluations and steps
+read from result logs.
 
 The data live in a folder laid out as shared/mlperf-results (gpt3_results_calibration.csv,
 rcps/, v3.x/ result trees): given with --mlperf-results, or $TRAINCLOCK_MLPERF_RESULTS, or found
@@ -38,7 +39,7 @@ def results_dir(explicit: Path | None = None) -> Path:
 
 @dataclass(frozen=True)
 class PublishedEntry:
-    """One row of the results table: a submitted system's GPT-3 result."""
+    """One row of the results table: a submitted system's result."""
 
     round: str
     submitter: str
@@ -48,7 +49,7 @@ class PublishedEntry:
     global_batch_size: int
     framework: str
     run_minutes: tuple[float, ...]
-    run_tokens: tuple[int, ...]
+    run_units: tuple[int, ...]  # progress to target of each run, in the benchmark's unit (GPT-3: tokens)
     score_minutes: float  # the official score: olympic mean of the runs
 
     @property
@@ -56,11 +57,11 @@ class PublishedEntry:
         return f"v{self.round}/{self.system}"
 
     @property
-    def scored_run_tokens(self) -> int:
-        """Tokens trained by the run the score equals: the olympic mean of three runs drops the
+    def scored_run_units(self) -> int:
+        """Progress made by the run the score equals: the olympic mean of three runs drops the
         fastest and slowest, so the score is the middle run's time."""
         closest = min(range(len(self.run_minutes)), key=lambda i: abs(self.run_minutes[i] - self.score_minutes))
-        return self.run_tokens[closest]
+        return self.run_units[closest]
 
 
 def read_published(folder: Path) -> list[PublishedEntry]:
@@ -79,7 +80,7 @@ def read_published(folder: Path) -> list[PublishedEntry]:
                 accelerator_model=row["accelerator_model_name"], accelerators=int(row["accelerators_count"]),
                 global_batch_size=int(row["global_batch_size"]), framework=row["framework"],
                 run_minutes=tuple(float(row[k]) for k in runs),
-                run_tokens=tuple(int(row[k.replace("_minutes", "_tokens_to_target")]) for k in runs),
+                run_units=tuple(int(row[k.replace("_minutes", "_tokens_to_target")]) for k in runs),
                 score_minutes=float(row["official_score_minutes"]),
             ))
         except (KeyError, ValueError, TypeError) as e:
@@ -103,7 +104,9 @@ class LogTiming:
     gradient_accumulation_steps: int | None
 
 
-def log_timing(folder: Path, seq_len: int) -> LogTiming:
+def log_timing(folder: Path, units_per_sample: float) -> LogTiming:
+    """Times in the result logs of `folder`, whose eval_accuracy epoch_num counts progress units
+    (`units_per_sample` per sample)."""
     logs = sorted(folder.glob("result_*.txt"))
     if not logs:
         raise DataError(f"no result_*.txt logs in {folder}")
@@ -117,13 +120,13 @@ def log_timing(folder: Path, seq_len: int) -> LogTiming:
             start = min(e.time_ms for e in by_key["run_start"])
             stop = max(e.time_ms for e in by_key["run_stop"])
             gbs = int(by_key["global_batch_size"][0].value)
-            tokens = max(int(e.metadata["epoch_num"]) for e in by_key["eval_accuracy"])
+            units = max(int(e.metadata["epoch_num"]) for e in by_key["eval_accuracy"])
         except (ValueError, KeyError, IndexError, TypeError):
             raise DataError(f"{path}: needs run_start, run_stop, global_batch_size and eval_accuracy with "
-                            f"metadata epoch_num (tokens) to time its steps") from None
+                            f"metadata epoch_num (progress) to time its steps") from None
         durations = _eval_durations(by_key["eval_start"], by_key["eval_stop"], path)
         eval_seconds.extend(durations)
-        step_seconds.append(((stop - start) / 1000 - sum(durations)) / (tokens / (gbs * seq_len)))
+        step_seconds.append(((stop - start) / 1000 - sum(durations)) / (units / (gbs * units_per_sample)))
         batches.add(gbs)
         accumulation.update(int(e.value) for e in by_key["gradient_accumulation_steps"])
     if len(batches) != 1 or len(accumulation) > 1:
@@ -135,7 +138,7 @@ def log_timing(folder: Path, seq_len: int) -> LogTiming:
 
 def _eval_durations(starts: list, stops: list, path: Path) -> list[float]:
     """Each evaluation's length in seconds. Several ranks may log the same evaluation: events are
-    grouped by their epoch_num (tokens trained) and the group's earliest start and latest stop kept."""
+    grouped by their epoch_num (progress) and the group's earliest start and latest stop kept."""
     first_start, last_stop = {}, {}
     for e in starts:
         tag = e.metadata.get("epoch_num")

@@ -1,5 +1,6 @@
-"""From a question (member, accelerator, count, optional batch, layout, tokens) to a prediction:
-which calibration applies, which layout (given or the best found), which tokens."""
+"""From a question (workload member, accelerator, count, optional batch, layout, progress to
+train) to a prediction: which calibration applies, which layout (given or the best found), how far
+to train."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from trainclock.errors import UsageError
 from trainclock.planner import calibrate, search
 from trainclock.planner.convergence import ConvergenceModel, load_convergence
 from trainclock.planner.hardware import THIS_CPU, Accelerator
-from trainclock.planner.layout import Layout, complete, layout_problems, require_valid
 from trainclock.planner.mlperf_data import results_dir
+from trainclock.planner.plan import LAYOUT_FIELDS, Plan, complete
 from trainclock.planner.predict import Prediction, predict
 from trainclock.planner.step_time import Efficiency
-from trainclock.workloads.gpt3.spec import GPT3Spec
+from trainclock.planner.validity import layout_problems, require_valid
+from trainclock.workloads.cost import WorkloadCost
 
 # Used when no calibrated stack says otherwise: what current frameworks do by default.
 GENERIC_LAYOUT = {"sequence_parallel": True, "recompute": "selective", "zero": 1, "overlap": True}
@@ -26,15 +28,15 @@ class Calibrated:
     """The efficiency and layout template a plan uses, and where they come from."""
 
     efficiency: Efficiency
-    template: Layout  # precision, overlap, sharding... of the software stack
+    template: Plan  # precision, overlap, sharding... of the software stack
     source: str
 
 
 class Planner:
-    """Answers plans for one member; loads the MLPerf data only if a plan needs it."""
+    """Answers plans for one workload member; loads the MLPerf data only if a plan needs it."""
 
-    def __init__(self, spec: GPT3Spec, catalogue: dict[str, Accelerator], mlperf_dir: Path | None = None) -> None:
-        self.spec = spec
+    def __init__(self, cost: WorkloadCost, catalogue: dict[str, Accelerator], mlperf_dir: Path | None = None) -> None:
+        self.cost = cost
         self.catalogue = catalogue
         self._mlperf_dir = mlperf_dir
 
@@ -46,7 +48,7 @@ class Planner:
         return calibrate.fit(calibrate.load_calibration_data(self.mlperf_folder(), self.catalogue))
 
     def convergence(self) -> ConvergenceModel:
-        return load_convergence(self.spec, self.mlperf_folder)
+        return load_convergence(self.cost, self.mlperf_folder)
 
     def calibrated(self, accelerator: Accelerator, stack: str | None = None, efficiency: float | None = None) -> Calibrated:
         """`efficiency` (--efficiency) overrides the fit; `stack` (--stack) picks a calibration;
@@ -54,19 +56,18 @@ class Planner:
         if efficiency is not None and not 0 < efficiency <= 1:
             raise UsageError(f"--efficiency {efficiency}: give the fraction of peak FLOP/s the matmuls reach, in (0, 1]")
         if accelerator.id == THIS_CPU and stack is None:
-            own, source = (Efficiency(efficiency), "given (--efficiency)") if efficiency else calibrate.own_runs_efficiency(self.spec.name)
+            own, source = (Efficiency(efficiency), "given (--efficiency)") if efficiency else calibrate.own_runs_efficiency(self.cost)
             import torch  # lazily, as hardware.this_cpu: planning a cluster never loads torch
 
             from trainclock.device.peak import resolve_precision
 
             precision = resolve_precision("auto", torch.device("cpu"))  # fp32 on a CPU without bf16 instructions
-            return Calibrated(own, replace(Layout(), **calibrate.CPU_LAYOUT, precision=precision), source)
+            return Calibrated(own, replace(Plan(), **calibrate.CPU_LAYOUT, precision=precision), source)
         if stack is None and efficiency is not None:
             return Calibrated(Efficiency(efficiency), self._generic_template(accelerator), "given (--efficiency)")
         fit = self._stack_fit(accelerator, stack)
         # the stack's habits, not its shape: tp, pp, dp and vp come from --layout or the search
-        template = replace(Layout(), **{k: v for k, v in fit.stack.layout.items()
-                                        if k not in ("tp", "pp", "dp", "virtual_stages")})
+        template = replace(Plan(), **{k: v for k, v in fit.stack.layout.items() if k not in LAYOUT_FIELDS})
         if efficiency is not None:
             return Calibrated(Efficiency(efficiency, fit.efficiency.eval_overhead_s), template,
                               f"given (--efficiency), evaluation overhead of {fit.stack.id}")
@@ -87,32 +88,33 @@ class Planner:
                          f"--efficiency F (the fraction of peak FLOP/s its matmuls reach, e.g. 0.4) or borrow one "
                          f"with --stack, one of: {', '.join(sorted(fits))}")
 
-    def _generic_template(self, accelerator: Accelerator) -> Layout:
+    def _generic_template(self, accelerator: Accelerator) -> Plan:
         precision = "bf16" if "bf16" in accelerator.peak_flops else "fp32"
-        return replace(Layout(), precision=precision, **GENERIC_LAYOUT)
+        return replace(Plan(), precision=precision, **GENERIC_LAYOUT)
 
     def plan(self, accelerator: Accelerator, count: int, calibrated: Calibrated, given: dict[str, object],
-             global_batch_size: int | None = None, tokens: int | None = None) -> tuple[Prediction, search.SearchResult | None]:
+             global_batch_size: int | None = None, units: float | None = None) -> tuple[Prediction, search.SearchResult | None]:
         """With a --layout (`given`, the rest from the stack's template): that layout, even if it
         does not fit in memory (the prediction says so), at the given batch or the best of its
-        candidate batches. Without: the best layout the search finds, and the search."""
+        candidate batches. Without: the best layout the search finds, and the search. `units`
+        (--tokens): train that far instead of what the convergence model says."""
         if count < 1:
             raise UsageError(f"--count must be at least 1, got {count}")
         if count > accelerator.accelerators_per_node and accelerator.inter_node_bandwidth == 0:
             raise UsageError(f"{accelerator.id} has no inter-node network in the catalogue, so at most "
                              f"{accelerator.accelerators_per_node} of them; lower --count")
-        convergence = None if tokens is not None else self.convergence()
+        convergence = None if units is not None else self.convergence()
         if not given:
-            result = search.search(self.spec, accelerator, count, calibrated.efficiency, calibrated.template, {},
-                                   global_batch_size, convergence, tokens)
-            search.require_some(result, self.spec, accelerator, count, global_batch_size)
+            result = search.search(self.cost, accelerator, count, calibrated.efficiency, calibrated.template, {},
+                                   global_batch_size, convergence, units)
+            search.require_some(result, self.cost, accelerator, count, global_batch_size)
             return result.ranked[0], result
-        layout = complete(calibrated.template, given, count)
-        sizes = search.batch_sizes(self.spec, layout, global_batch_size, convergence)
+        plan = complete(calibrated.template, given, count)
+        sizes = search.batch_sizes(self.cost, plan, global_batch_size, convergence)
         if not sizes:
-            raise UsageError(f"no global batch in the convergence data's range is a multiple of what {layout.short()} "
+            raise UsageError(f"no global batch in the convergence data's range is a multiple of what {plan.short()} "
                              f"runs per step; give --gbs or change --layout")
-        valid = [g for g in sizes if not layout_problems(layout, self.spec.shape, count, g)]
-        require_valid(layout, self.spec.shape, count, valid[0] if valid else sizes[0])
-        options = [predict(self.spec, accelerator, g, layout, calibrated.efficiency, convergence, tokens) for g in valid]
+        valid = [g for g in sizes if not layout_problems(plan, self.cost, count, g)]
+        require_valid(plan, self.cost, count, valid[0] if valid else sizes[0])
+        options = [predict(self.cost, accelerator, g, plan, calibrated.efficiency, convergence, units) for g in valid]
         return min(options, key=lambda p: p.time_to_train_s), None

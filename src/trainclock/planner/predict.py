@@ -6,23 +6,24 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from trainclock.planner.convergence import ConvergenceModel, eval_interval_tokens
+from trainclock.planner.convergence import ConvergenceModel, eval_interval_samples
 from trainclock.planner.hardware import Accelerator
-from trainclock.planner.layout import Layout, require_valid
 from trainclock.planner.memory import MemoryBreakdown, memory_per_accelerator
+from trainclock.planner.plan import Plan
 from trainclock.planner.step_time import Efficiency, StepBreakdown, eval_seconds, step_time
-from trainclock.workloads.gpt3.spec import GPT3Spec
+from trainclock.planner.validity import require_valid
+from trainclock.workloads.cost import WorkloadCost
 
 
 @dataclass(frozen=True)
 class Prediction:
-    spec: GPT3Spec
+    cost: WorkloadCost
     accelerator: Accelerator
     global_batch_size: int
-    layout: Layout
+    plan: Plan
     efficiency: Efficiency
-    tokens: int  # trained until the run stops, at an evaluation
-    tokens_source: str
+    samples: int  # trained until the run stops, at an evaluation
+    samples_source: str
     steps: int
     evaluations: int
     step: StepBreakdown
@@ -31,7 +32,12 @@ class Prediction:
 
     @property
     def count(self) -> int:
-        return self.layout.accelerators
+        return self.plan.accelerators
+
+    @property
+    def units(self) -> float:
+        """What was trained, in the benchmark's progress unit (cost.progress_unit)."""
+        return self.samples * self.cost.units_per_sample
 
     @property
     def train_s(self) -> float:
@@ -46,33 +52,38 @@ class Prediction:
         return self.train_s + self.evals_s
 
     @property
-    def tokens_per_s(self) -> float:
+    def samples_per_s(self) -> float:
         """Training throughput, evaluations excluded."""
-        return self.tokens / self.train_s
+        return self.samples / self.train_s
+
+    @property
+    def units_per_s(self) -> float:
+        return self.units / self.train_s
 
     @property
     def mfu(self) -> float:
-        """Model FLOPs per second over the peak of the layout's precision, all accelerators."""
-        achieved = self.tokens_per_s * self.spec.shape.flops_per_token(self.spec.seq_len)
-        return achieved / (self.count * self.accelerator.peak(self.layout.precision))
+        """Model FLOPs per second over the peak of the plan's precision, all accelerators."""
+        achieved = self.samples_per_s * self.cost.flops_per_sample.total
+        return achieved / (self.count * self.accelerator.peak(self.plan.precision))
 
 
-def predict(spec: GPT3Spec, accelerator: Accelerator, global_batch_size: int, layout: Layout, efficiency: Efficiency,
-            convergence: ConvergenceModel | None = None, tokens: int | None = None) -> Prediction:
-    """Give `tokens` to train that many (rounded up to an evaluation), else `convergence` decides."""
-    require_valid(layout, spec.shape, layout.accelerators, global_batch_size)
-    interval = eval_interval_tokens(spec, global_batch_size)
-    if tokens is not None:
-        trained, source = math.ceil(tokens / interval) * interval, "given (--tokens), rounded up to an evaluation"
+def predict(cost: WorkloadCost, accelerator: Accelerator, global_batch_size: int, plan: Plan, efficiency: Efficiency,
+            convergence: ConvergenceModel | None = None, units: float | None = None) -> Prediction:
+    """Give `units` (of cost.progress_unit, e.g. tokens) to train that many, rounded up to an
+    evaluation; else `convergence` decides."""
+    require_valid(plan, cost, plan.accelerators, global_batch_size)
+    interval = eval_interval_samples(cost, global_batch_size)
+    if units is not None:
+        samples = math.ceil(units / cost.units_per_sample / interval) * interval
+        source = "given (--tokens), rounded up to an evaluation"
     elif convergence is not None:
-        trained, source = convergence.tokens_to_target(global_batch_size, interval), convergence.source
+        samples, source = convergence.samples_to_target(global_batch_size, interval), convergence.source
     else:
-        raise ValueError("predict needs tokens or a convergence model")
-    tokens_per_step = global_batch_size * spec.seq_len
+        raise ValueError("predict needs units or a convergence model")
     return Prediction(
-        spec=spec, accelerator=accelerator, global_batch_size=global_batch_size, layout=layout, efficiency=efficiency,
-        tokens=trained, tokens_source=source, steps=trained // tokens_per_step, evaluations=trained // interval,
-        step=step_time(spec.shape, spec.seq_len, global_batch_size, layout, accelerator, efficiency),
-        eval_s=eval_seconds(spec.shape, spec.seq_len, spec.eval_sequences, layout, accelerator, efficiency),
-        memory=memory_per_accelerator(spec.shape, spec.seq_len, global_batch_size, layout, accelerator),
+        cost=cost, accelerator=accelerator, global_batch_size=global_batch_size, plan=plan, efficiency=efficiency,
+        samples=samples, samples_source=source, steps=samples // global_batch_size, evaluations=samples // interval,
+        step=step_time(cost, global_batch_size, plan, accelerator, efficiency),
+        eval_s=eval_seconds(cost, plan, accelerator, efficiency),
+        memory=memory_per_accelerator(cost, global_batch_size, plan, accelerator),
     )

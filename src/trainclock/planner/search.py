@@ -1,4 +1,4 @@
-"""Layout search: every valid way to lay a member out on N accelerators (divisibility, batch and
+"""Layout search: every valid way to lay a workload out on N accelerators (divisibility, batch and
 schedule constraints, memory fit), ranked by predicted time-to-train. Fields the user fixes with
 --layout are kept; precision and overlap come from the software stack's template."""
 
@@ -9,16 +9,17 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from trainclock.errors import UsageError
+from trainclock.distributed.layout import Layout
 from trainclock.planner.convergence import ConvergenceModel
 from trainclock.planner.hardware import Accelerator
-from trainclock.planner.layout import Layout, layout_problems
 from trainclock.planner.memory import memory_per_accelerator
+from trainclock.planner.plan import Plan
 from trainclock.planner.predict import Prediction, predict
 from trainclock.planner.step_time import Efficiency
-from trainclock.workloads.gpt3.spec import GPT3Spec
+from trainclock.planner.validity import layout_problems
+from trainclock.workloads.cost import WorkloadCost
 
 MICRO_BATCHES = (1, 2, 4, 8)
-RECOMPUTE_CHOICES = ("selective", "full")  # "none" keeps T^2 attention scores: never better with these
 
 
 @dataclass
@@ -29,67 +30,65 @@ class SearchResult:
     best_over_memory: Prediction | None = None  # fastest of those that do not fit, to show why
 
 
-def search(spec: GPT3Spec, accelerator: Accelerator, count: int, efficiency: Efficiency, template: Layout,
+def search(cost: WorkloadCost, accelerator: Accelerator, count: int, efficiency: Efficiency, template: Plan,
            given: dict[str, object], global_batch_size: int | None, convergence: ConvergenceModel | None,
-           tokens: int | None = None) -> SearchResult:
+           units: float | None = None) -> SearchResult:
     result = SearchResult(ranked=[])
-    for layout in _candidates(spec, accelerator, count, template, given):
-        for gbs in batch_sizes(spec, layout, global_batch_size, convergence):
+    for plan in _candidates(cost, accelerator, count, template, given):
+        for gbs in batch_sizes(cost, plan, global_batch_size, convergence):
             result.considered += 1
-            problems = layout_problems(layout, spec.shape, count, gbs)
+            problems = layout_problems(plan, cost, count, gbs)
             if problems:
                 result.rejected[problems[0].split(":")[0]] += 1
                 continue
-            memory = memory_per_accelerator(spec.shape, spec.seq_len, gbs, layout, accelerator)
+            memory = memory_per_accelerator(cost, gbs, plan, accelerator)
             if not memory.fits:
                 result.rejected["memory"] += 1
                 if result.best_over_memory is None or memory.total < result.best_over_memory.memory.total:
-                    result.best_over_memory = predict(spec, accelerator, gbs, layout, efficiency, convergence, tokens)
+                    result.best_over_memory = predict(cost, accelerator, gbs, plan, efficiency, convergence, units)
                 continue
-            result.ranked.append(predict(spec, accelerator, gbs, layout, efficiency, convergence, tokens))
+            result.ranked.append(predict(cost, accelerator, gbs, plan, efficiency, convergence, units))
     # ties (often: sharding that changes memory, not time) go to less traffic, then less memory
     result.ranked.sort(key=lambda p: (p.time_to_train_s, p.step.dp_comm_s, p.memory.total))
     return result
 
 
-def require_some(result: SearchResult, spec: GPT3Spec, accelerator: Accelerator, count: int,
+def require_some(result: SearchResult, cost: WorkloadCost, accelerator: Accelerator, count: int,
                  global_batch_size: int | None) -> None:
     """A UsageError saying why the search found no layout that fits, if it found none."""
     if result.ranked:
         return
     if result.best_over_memory is not None:
         m = result.best_over_memory.memory
-        raise UsageError(f"no layout of {spec.name} on {count} x {accelerator.id} fits in memory: the smallest needs "
+        raise UsageError(f"no layout of {cost.name} on {count} x {accelerator.id} fits in memory: the smallest needs "
                          f"{m.total / 1e9:,.1f} GB per accelerator of {m.usable / 1e9:,.1f} GB usable "
-                         f"({result.best_over_memory.layout.describe()}); use more accelerators or a bigger one")
+                         f"({result.best_over_memory.plan.describe()}); use more accelerators or a bigger one")
     reasons = "; ".join(f"{n} x {why}" for why, n in result.rejected.most_common(3)) or "no candidate layouts"
-    raise UsageError(f"no valid layout of {spec.name} on {count} x {accelerator.id}"
+    raise UsageError(f"no valid layout of {cost.name} on {count} x {accelerator.id}"
                      f"{f' at --gbs {global_batch_size}' if global_batch_size else ''} (rejected: {reasons}); "
                      f"change --count, --gbs or --layout")
 
 
-def _candidates(spec: GPT3Spec, accelerator: Accelerator, count: int, template: Layout, given: dict[str, object]):
-    shape = spec.shape
-    tps = [given["tp"]] if "tp" in given else [t for t in _divisors(shape.n_head)
+def _candidates(cost: WorkloadCost, accelerator: Accelerator, count: int, template: Plan, given: dict[str, object]):
+    tps = [given["tp"]] if "tp" in given else [t for t in _divisors(cost.tensor_parallel_units)
                                               if t <= accelerator.accelerators_per_node and count % t == 0]
     for tp in tps:
-        pps = [given["pp"]] if "pp" in given else [p for p in _divisors(shape.n_layer) if count % (tp * p) == 0]
+        pps = [given["pp"]] if "pp" in given else [p for p in _divisors(cost.layers) if count % (tp * p) == 0]
         for pp in pps:
             if count % (tp * pp):
                 continue
-            vps = [given["virtual_stages"]] if "virtual_stages" in given else (
-                _divisors(shape.n_layer // pp) if pp > 1 else [1])
+            vps = [given["vp"]] if "vp" in given else (_divisors(cost.layers // pp) if pp > 1 else [1])
             for vp in vps:
                 for mb in [given["micro_batch"]] if "micro_batch" in given else MICRO_BATCHES:
-                    for recompute in [given["recompute"]] if "recompute" in given else RECOMPUTE_CHOICES:
+                    for recompute in [given["recompute"]] if "recompute" in given else cost.recompute_choices:
                         for zero in [given["zero"]] if "zero" in given else sorted({template.zero, 3}):
-                            yield replace(template, tp=tp, pp=pp, dp=given.get("dp", count // (tp * pp)),
-                                          virtual_stages=vp, micro_batch=mb, recompute=recompute, zero=zero,
+                            layout = Layout(dp=given.get("dp", count // (tp * pp)), tp=tp, pp=pp, vp=vp)
+                            yield replace(template, layout=layout, micro_batch=mb, recompute=recompute, zero=zero,
                                           sequence_parallel=given.get("sequence_parallel", template.sequence_parallel and tp > 1),
                                           **{k: given[k] for k in ("overlap", "precision") if k in given})
 
 
-def batch_sizes(spec: GPT3Spec, layout: Layout, global_batch_size: int | None,
+def batch_sizes(cost: WorkloadCost, plan: Plan, global_batch_size: int | None,
                 convergence: ConvergenceModel | None) -> list[int]:
     """The given batch size, or for each convergence point the nearest batch the layout can run
     (whole micro-batches per replica, in groups of pp when interleaved): at or above the point,
@@ -97,8 +96,8 @@ def batch_sizes(spec: GPT3Spec, layout: Layout, global_batch_size: int | None,
     if global_batch_size is not None:
         return [global_batch_size]
     if convergence is None:
-        return [spec.global_batch_size]
-    unit = layout.dp * layout.micro_batch * (layout.pp if layout.virtual_stages > 1 else 1)
+        return [cost.reference_batch_size]
+    unit = plan.layout.dp * plan.micro_batch * (plan.layout.pp if plan.layout.vp > 1 else 1)
     low, high = convergence.batch_range
     sizes = set()
     for point, _tokens in convergence.points:

@@ -1,26 +1,23 @@
-"""Time of one optimizer step, and of one evaluation, of a GPT-3 member under a parallel layout.
+"""Time of one optimizer step, and of one evaluation, of a workload under a plan.
 
-Per micro-batch: the matmul FLOPs at a calibrated fraction of the accelerator's peak (weights'
-matmuls at the layout's precision, attention at bf16), plus tensor-parallel collectives (2 in the
-forward and 2 in the backward of every layer). Per step: the 1F1B pipeline, m micro-batches plus
-a bubble of (p-1)/v micro-batches (Narayanan et al. 2021: bubble fraction (p-1)/(v*m + p-1)),
-pipeline sends, the data-parallel gradient reduce-scatter and weight all-gather with the part
-that overlap cannot hide, and the memory-bound Adam update."""
+Per micro-batch: the workload's training FLOPs at a calibrated fraction of the accelerator's peak
+(matmuls with weights at the plan's precision, the others, such as attention, at bf16), plus
+tensor-parallel collectives (Megatron: 2 in the forward and 2 in the backward of every layer).
+Per step: the 1F1B pipeline, m micro-batches plus a bubble of (p-1)/v micro-batches (Narayanan
+et al. 2021: bubble fraction (p-1)/(v*m + p-1)), pipeline sends, the data-parallel gradient
+reduce-scatter and weight all-gather with the part that overlap cannot hide, and the
+memory-bound optimizer update (its bytes per parameter from the workload's optimizer state)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
+from trainclock.distributed.layout import Layout
 from trainclock.planner import collectives as comm
 from trainclock.planner.hardware import Accelerator
-from trainclock.planner.layout import Layout
-from trainclock.planner.model_terms import attention_flops_per_token, parameter_flops_per_token
-from trainclock.workloads.gpt3.model import GPTShape
-
-# Bytes the Adam update reads and writes per parameter it owns: gradient (4), fp32 master weight
-# (read + write 8), two moments (16), and the bf16 copy written back (2); fp32 training keeps no copy.
-OPTIMIZER_BYTES = {"mixed": 30, "fp32": 28}
+from trainclock.planner.plan import Plan
+from trainclock.workloads.cost import WorkloadCost
 
 
 @dataclass(frozen=True)
@@ -83,43 +80,52 @@ def value_bytes(precision: str) -> int:
     return 4 if precision == "fp32" else 2
 
 
-def micro_batch_times(shape: GPTShape, seq_len: int, layout: Layout, accelerator: Accelerator,
-                      efficiency: Efficiency) -> MicroBatch:
-    tokens = layout.micro_batch * seq_len
+def optimizer_update_bytes(plan: Plan, cost: WorkloadCost) -> float:
+    """Bytes the optimizer update reads and writes per parameter it owns: the fp32 gradient (4),
+    the fp32 master weight (read + write 8), its own state (read + write), and in mixed precision
+    the 16-bit copy written back (2). Adam: 30 mixed, 28 fp32."""
+    copy = 0 if plan.precision == "fp32" else 2
+    return 4 + 8 + 2 * cost.optimizer_state_bytes_per_parameter + copy
+
+
+def micro_batch_times(cost: WorkloadCost, plan: Plan, accelerator: Accelerator, efficiency: Efficiency) -> MicroBatch:
+    layout = plan.layout
     shards = layout.tp * layout.pp
-    attention_precision = "fp32" if layout.precision == "fp32" else "bf16"
-    attention_peak = accelerator.peak_flops.get(attention_precision) or accelerator.peak(layout.precision)
+    other_precision = "fp32" if plan.precision == "fp32" else "bf16"
+    other_peak = accelerator.peak_flops.get(other_precision) or accelerator.peak(plan.precision)
+    flops = cost.flops_per_sample
     # training FLOPs are 1/3 forward, 2/3 backward
-    forward = tokens / shards * (parameter_flops_per_token(shape, seq_len) / accelerator.peak(layout.precision)
-                                 + attention_flops_per_token(shape, seq_len) / attention_peak) / 3 / efficiency.compute
-    attention_forward = tokens / shards * attention_flops_per_token(shape, seq_len) / attention_peak / 3 / efficiency.compute
-    recompute = {"none": 0.0, "selective": attention_forward, "full": forward}[layout.recompute]
+    forward = plan.micro_batch / shards * (flops.weights / accelerator.peak(plan.precision)
+                                           + flops.other / other_peak) / 3 / efficiency.compute
+    other_forward = plan.micro_batch / shards * flops.other / other_peak / 3 / efficiency.compute
+    recompute = {"none": 0.0, "selective": other_forward, "full": forward}[plan.recompute]
 
-    layers = shape.n_layer / layout.pp
-    activation = tokens * shape.d_model * value_bytes(layout.precision)
-    tp_collective = comm.all_reduce_seconds(activation, layout.tp, comm.group_link(accelerator, layout.tp_group()))
-    tp_recompute = 2 * layers * tp_collective if layout.recompute == "full" else 0.0
-    chunk = activation / (layout.tp if layout.sequence_parallel else 1)
-    send = comm.send_seconds(chunk, comm.group_link(accelerator, layout.pp_group())) if layout.pp > 1 else 0.0
+    layers = cost.layers / layout.pp
+    collectives = cost.tp_collectives_per_layer
+    activation = plan.micro_batch * cost.boundary_values_per_sample * value_bytes(plan.precision)
+    tp_collective = comm.all_reduce_seconds(activation, layout.tp, comm.group_link(accelerator, layout.group("tp")))
+    tp_recompute = collectives * layers * tp_collective if plan.recompute == "full" else 0.0
+    chunk = activation / (layout.tp if plan.sequence_parallel else 1)
+    send = comm.send_seconds(chunk, comm.group_link(accelerator, layout.group("pp"))) if layout.pp > 1 else 0.0
     return MicroBatch(forward=forward, backward=2 * forward + recompute, recompute=recompute,
-                      tp_forward=2 * layers * tp_collective, tp_backward=2 * layers * tp_collective + tp_recompute,
-                      send=send)
+                      tp_forward=collectives * layers * tp_collective,
+                      tp_backward=collectives * layers * tp_collective + tp_recompute, send=send)
 
 
-def step_time(shape: GPTShape, seq_len: int, global_batch_size: int, layout: Layout, accelerator: Accelerator,
+def step_time(cost: WorkloadCost, global_batch_size: int, plan: Plan, accelerator: Accelerator,
               efficiency: Efficiency) -> StepBreakdown:
-    mb = micro_batch_times(shape, seq_len, layout, accelerator, efficiency)
-    m, p, v = layout.micro_batches(global_batch_size), layout.pp, layout.virtual_stages
+    mb = micro_batch_times(cost, plan, accelerator, efficiency)
+    m, p, v = plan.micro_batches(global_batch_size), plan.layout.pp, plan.layout.vp
     sends_per_micro_batch = 2 * v * mb.send  # each model chunk sends forward and backward
-    per_micro_batch = mb.compute + mb.tp + (0.0 if layout.overlap else sends_per_micro_batch)
-    if layout.overlap:
+    per_micro_batch = mb.compute + mb.tp + (0.0 if plan.overlap else sends_per_micro_batch)
+    if plan.overlap:
         # Sends hide behind other micro-batches' work, except on the critical path of the fill and
         # drain: the first micro-batch's forward and the last one's backward cross every one of
         # the p*v chunks in turn.
         pp_comm = 2 * (p * v - 1) * mb.send if p > 1 else 0.0
     else:
         pp_comm = (m + (p - 1) / v) * sends_per_micro_batch
-    dp_total, dp_exposed = _data_parallel(shape, layout, accelerator, mb, m)
+    dp_total, dp_exposed = _data_parallel(cost, plan, accelerator, mb, m)
     return StepBreakdown(
         micro_batches=m,
         compute_s=m * mb.compute,
@@ -129,51 +135,52 @@ def step_time(shape: GPTShape, seq_len: int, global_batch_size: int, layout: Lay
         bubble_s=(p - 1) / v * per_micro_batch,
         dp_comm_s=dp_total,
         dp_exposed_s=dp_exposed,
-        optimizer_s=optimizer_seconds(shape, layout, accelerator),
+        optimizer_s=optimizer_seconds(cost, plan, accelerator),
     )
 
 
-def eval_seconds(shape: GPTShape, seq_len: int, eval_sequences: int, layout: Layout, accelerator: Accelerator,
-                 efficiency: Efficiency) -> float:
+def eval_seconds(cost: WorkloadCost, plan: Plan, accelerator: Accelerator, efficiency: Efficiency) -> float:
     """One evaluation: a forward-only pipeline over the validation set, plus its fixed cost."""
-    mb = micro_batch_times(shape, seq_len, layout, accelerator, efficiency)
-    m = math.ceil(eval_sequences / (layout.dp * layout.micro_batch))
-    per_micro_batch = mb.forward + mb.tp_forward + (0.0 if layout.overlap else layout.virtual_stages * mb.send)
-    return (m + (layout.pp - 1) / layout.virtual_stages) * per_micro_batch + efficiency.eval_overhead_s
+    mb = micro_batch_times(cost, plan, accelerator, efficiency)
+    layout = plan.layout
+    m = math.ceil(cost.eval_samples / (layout.dp * plan.micro_batch))
+    per_micro_batch = mb.forward + mb.tp_forward + (0.0 if plan.overlap else layout.vp * mb.send)
+    return (m + (layout.pp - 1) / layout.vp) * per_micro_batch + efficiency.eval_overhead_s
 
 
-def optimizer_seconds(shape: GPTShape, layout: Layout, accelerator: Accelerator) -> float:
-    """Adam is memory-bound: the bytes it touches over the memory bandwidth."""
-    owned = shape.parameter_count() / (layout.tp * layout.pp) / (layout.dp if layout.zero >= 1 else 1)
-    kind = "fp32" if layout.precision == "fp32" else "mixed"
-    return owned * OPTIMIZER_BYTES[kind] / accelerator.memory_bandwidth
+def optimizer_seconds(cost: WorkloadCost, plan: Plan, accelerator: Accelerator) -> float:
+    """The update is memory-bound: the bytes it touches over the memory bandwidth."""
+    layout = plan.layout
+    owned = cost.parameter_count / (layout.tp * layout.pp) / (layout.dp if plan.zero >= 1 else 1)
+    return owned * optimizer_update_bytes(plan, cost) / accelerator.memory_bandwidth
 
 
-def _data_parallel(shape: GPTShape, layout: Layout, accelerator: Accelerator, mb: MicroBatch, m: int) -> tuple[float, float]:
+def _data_parallel(cost: WorkloadCost, plan: Plan, accelerator: Accelerator, mb: MicroBatch, m: int) -> tuple[float, float]:
     """(total, exposed) seconds of data-parallel traffic per step. Gradients leave in per-layer
     buckets as the last backward passes finish them (the interleaved schedule finishes chunk v
     first, chunk 1 last), and weights come back in forward order before their first use."""
+    layout = plan.layout
     if layout.dp == 1:
         return 0.0, 0.0
-    link = comm.group_link(accelerator, layout.dp_group())
-    shard_bytes = shape.parameter_count() / (layout.tp * layout.pp) * value_bytes(layout.precision)
-    buckets = shape.n_layer // layout.pp
+    link = comm.group_link(accelerator, layout.group("dp"))
+    shard_bytes = cost.parameter_count / (layout.tp * layout.pp) * value_bytes(plan.precision)
+    buckets = cost.layers // layout.pp
     bucket = shard_bytes / buckets
-    if layout.zero == 3:
+    if plan.zero == 3:
         # FSDP: weights gathered for the forward and again for the backward, gradients
         # reduce-scattered, every micro-batch; hidden behind that micro-batch's compute
         # (an all-gather costs what a reduce-scatter of the same buffer costs)
         per_micro_batch = buckets * 3 * comm.reduce_scatter_seconds(bucket, layout.dp, link)
-        hidden = mb.compute if layout.overlap else 0.0
+        hidden = mb.compute if plan.overlap else 0.0
         return m * per_micro_batch, m * max(0.0, per_micro_batch - hidden)
-    if layout.zero == 0:
+    if plan.zero == 0:
         reduce_bucket, gather_bucket = comm.all_reduce_seconds(bucket, layout.dp, link), 0.0
     else:
         reduce_bucket = gather_bucket = comm.reduce_scatter_seconds(bucket, layout.dp, link)
     total = buckets * (reduce_bucket + gather_bucket)
-    if not layout.overlap:
+    if not plan.overlap:
         return total, total
-    layers_per_chunk = buckets // layout.virtual_stages
+    layers_per_chunk = buckets // layout.vp
     ready, end = _gradient_ready_times(layout, m, mb.backward + mb.tp_backward, layers_per_chunk)
     deadlines = _weight_deadlines(layout, m, mb.forward + mb.tp_forward, layers_per_chunk)
     exposed = comm.exposed_after_ready(ready, reduce_bucket, end)
@@ -186,7 +193,7 @@ def _gradient_ready_times(layout: Layout, m: int, backward: float, layers: int) 
     """When each layer's gradient is final on the first stage (the last to finish), from the start
     of the last group of backward passes, and when that group ends. Chunks run v..1; each takes
     its last min(m, p) micro-batches, and the final one finishes the chunk's layers one by one."""
-    v, group = layout.virtual_stages, min(m, layout.pp)
+    v, group = layout.vp, min(m, layout.pp)
     per_chunk_pass = backward / v
     ready, t = [], 0.0
     for _chunk in range(v):
@@ -200,7 +207,7 @@ def _gradient_ready_times(layout: Layout, m: int, backward: float, layers: int) 
 def _weight_deadlines(layout: Layout, m: int, forward: float, layers: int) -> list[float]:
     """When each layer's weights are first needed in the next step's forward passes: chunk 1 on
     its first min(m, p) micro-batches, then chunk 2, and so on."""
-    v, group = layout.virtual_stages, min(m, layout.pp)
+    v, group = layout.vp, min(m, layout.pp)
     per_chunk_pass = forward / v
     deadlines, t = [], 0.0
     for _chunk in range(v):

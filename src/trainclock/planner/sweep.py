@@ -2,8 +2,8 @@
 efficiency against the first, and cost; saved as JSON or CSV.
 
 Two efficiencies (DESIGN.md, Scaling efficiency): time-to-train efficiency (T(N)/T(kN))/k, and
-throughput efficiency, tokens/s per accelerator at kN over that at N. They differ when a larger
-batch needs more tokens to converge."""
+throughput efficiency, samples/s per accelerator at kN over that at N. They differ when a larger
+batch needs more samples to converge."""
 
 from __future__ import annotations
 
@@ -25,8 +25,11 @@ class CurvePoint:
     nodes: int
     layout: str  # as --layout takes it
     layout_short: str
+    run_flags: str  # the `trainclock run` flags of its layout
     global_batch_size: int
-    tokens: int
+    samples: int  # trained to the target
+    progress: float  # the same in the benchmark's progress unit
+    progress_unit: str  # e.g. tokens
     time_to_train_min: float
     speedup: float
     time_to_train_efficiency: float
@@ -52,7 +55,7 @@ def parse_counts(text: str) -> list[int]:
 
 def curve(predictions: list[Prediction], price: Price | None) -> list[CurvePoint]:
     first = predictions[0]
-    first_rate = first.tokens_per_s / first.count
+    first_rate = first.samples_per_s / first.count
     points = []
     for p in predictions:
         speedup = first.time_to_train_s / p.time_to_train_s
@@ -60,14 +63,17 @@ def curve(predictions: list[Prediction], price: Price | None) -> list[CurvePoint
         points.append(CurvePoint(
             accelerators=p.count,
             nodes=-(-p.count // p.accelerator.accelerators_per_node),
-            layout=p.layout.describe(),
-            layout_short=p.layout.short(),
+            layout=p.plan.describe(),
+            layout_short=p.plan.short(),
+            run_flags=" ".join(p.plan.layout.run_flags(p.accelerator.accelerators_per_node)),
             global_batch_size=p.global_batch_size,
-            tokens=p.tokens,
+            samples=p.samples,
+            progress=p.units,
+            progress_unit=p.cost.progress_unit,
             time_to_train_min=p.time_to_train_s / 60,
             speedup=speedup,
             time_to_train_efficiency=speedup / (p.count / first.count),
-            throughput_efficiency=(p.tokens_per_s / p.count) / first_rate,
+            throughput_efficiency=(p.samples_per_s / p.count) / first_rate,
             mfu=p.mfu,
             memory_gb=p.memory.total / 1e9,
             accelerator_hours=cost.accelerator_hours,

@@ -14,6 +14,7 @@ from trainclock.planner.hardware import Accelerator
 from trainclock.planner.memory import RUNTIME_RESERVE
 from trainclock.planner.planning import Calibrated
 from trainclock.planner.predict import Prediction
+from trainclock.planner.run_command import run_command
 from trainclock.planner.search import SearchResult
 from trainclock.planner.sweep import CurvePoint
 from trainclock.planner.validation import GOAL_MEAN_ERROR, GOAL_WORST_ERROR, ValidationReport
@@ -32,6 +33,15 @@ def _count(n: float) -> str:
     return f"{n / 1e9:,.1f}B" if n >= 1e9 else f"{n / 1e6:,.1f}M"
 
 
+def _amount(n: float, decimals: int = 2) -> str:
+    """A count in a progress unit: whole when it is whole (tokens), else with decimals (epochs)."""
+    return f"{int(n):,}" if float(n).is_integer() else f"{n:,.{decimals}f}"
+
+
+def _singular(unit: str) -> str:
+    return unit.removesuffix("s")
+
+
 def _gb(n_bytes: float) -> str:
     return f"{n_bytes / 1e9:,.1f} GB"
 
@@ -39,26 +49,30 @@ def _gb(n_bytes: float) -> str:
 def print_plan(p: Prediction, calibrated: Calibrated, found: SearchResult | None, cost: RunCost, price: Price | None,
                top: int = 5, console: Console | None = None) -> None:
     console = table_console(console)
-    spec, acc, s = p.spec, p.accelerator, p.step
+    work, acc, s = p.cost, p.accelerator, p.step
+    unit = work.progress_unit
     nodes = -(-p.count // acc.accelerators_per_node)
     how = (f"best of {len(found.ranked):,} layouts that fit ({found.considered:,} considered)" if found
            else "as given (--layout), the rest from the stack")
-    console.print(_pairs(f"{spec.name} on {p.count:,} x {acc.id}", [
-        ("model", f"{_count(spec.shape.parameter_count())} parameters, {spec.shape.flops_per_token(spec.seq_len):.3e} "
-                  f"training FLOPs/token"),
+    command, not_run = run_command(p)
+    console.print(_pairs(f"{work.name} on {p.count:,} x {acc.id}", [
+        ("model", f"{_count(work.parameter_count)} parameters, {work.flops_per_sample.total / work.units_per_sample:.3e} "
+                  f"training FLOPs/{_singular(unit)}"),
         ("system", f"{p.count:,} x {acc.name} in {nodes:,} node(s) of {acc.accelerators_per_node}"),
-        ("calibration", f"{calibrated.source}: matmuls at {p.efficiency.compute:.1%} of {p.layout.precision} peak, "
+        ("calibration", f"{calibrated.source}: matmuls at {p.efficiency.compute:.1%} of {p.plan.precision} peak, "
                         f"{p.efficiency.eval_overhead_s:.2f} s fixed per evaluation"),
-        ("layout", f"{p.layout.describe()} ({how})"),
-        ("global batch", f"{p.global_batch_size:,} sequences of {spec.seq_len} tokens; {s.micro_batches} micro-batches "
-                         f"of {p.layout.micro_batch} per replica and step"),
+        ("layout", f"{p.plan.describe()} ({how})"),
+        ("global batch", f"{p.global_batch_size:,} {work.sample_noun}; {s.micro_batches} micro-batches "
+                         f"of {p.plan.micro_batch} per replica and step"),
+        ("to run it", command),
+        *([("", not_run)] if not_run else []),
     ]))
     console.print(_pairs("predicted time-to-train (run_start to run_stop, init excluded)", [
         ("time-to-train", f"[bold]{p.time_to_train_s / 60:,.2f} min[/bold] ({p.time_to_train_s:,.0f} s)"),
-        ("tokens to target", f"{p.tokens:,} ({p.tokens_source})"),
+        (f"{unit} to target", f"{_amount(p.units)} ({p.samples_source})"),
         ("training", f"{p.steps:,} steps x {s.step_s:.3f} s = {p.train_s:,.1f} s"),
         ("evaluation", f"{p.evaluations} evaluations x {p.eval_s:.2f} s = {p.evals_s:,.1f} s"),
-        ("throughput", f"{p.tokens_per_s:,.0f} tokens/s training; MFU {p.mfu:.1%} of {p.layout.precision} peak"),
+        ("throughput", f"{_amount(p.units_per_s, 0)} {unit}/s training; MFU {p.mfu:.1%} of {p.plan.precision} peak"),
         *([("[bold red]warning", "[bold red]this layout does not fit in memory (table below): it cannot run as given")]
           if not p.memory.fits else []),
     ]))
@@ -94,7 +108,7 @@ def _print_cost(p: Prediction, cost: RunCost, price: Price | None, console: Cons
     if price is not None and cost.per_run is not None:
         rows.append(("price", f"{price.text} = {price.per_accelerator_hour:,.4g} per accelerator-hour"))
         rows.append(("cost", f"{cost.per_run:,.0f} per run; {cost.per_result:,.0f} per result "
-                             f"({cost.runs_per_result} runs make an MLPerf {p.spec.mlperf_benchmark} result)"))
+                             f"({cost.runs_per_result} runs make an MLPerf {p.cost.benchmark} result)"))
     if cost.energy_kwh is not None:
         rows.append(("energy", f"{cost.energy_kwh:,.1f} kWh per run at {p.accelerator.power_watts:g} W rated per "
                                f"accelerator (hosts, network and cooling excluded)"))
@@ -107,7 +121,7 @@ def _print_ranking(found: SearchResult, top: int, console: Console) -> None:
         table.add_column(col, justify="left" if col == "layout" else "right", overflow="fold")
     for i, p in enumerate(found.ranked[:top], 1):
         table.add_row(str(i), f"{p.time_to_train_s / 60:,.2f}", f"{p.step.step_s:.3f}", f"{p.global_batch_size:,}",
-                      p.layout.short(), f"{p.memory.total / 1e9:,.1f}")
+                      p.plan.short(), f"{p.memory.total / 1e9:,.1f}")
     rejected = ", ".join(f"{n:,} {why}" for why, n in found.rejected.most_common())
     if rejected:
         table.caption = f"rejected: {rejected}"
@@ -127,7 +141,7 @@ def print_sweep(points: list[CurvePoint], title: str, console: Console | None = 
                       f"{p.speedup:.2f}x", f"{p.time_to_train_efficiency:.1%}", f"{p.throughput_efficiency:.1%}",
                       f"{p.mfu:.1%}", f"{p.memory_gb:,.1f}", *([f"{p.cost_per_run:,.0f}"] if with_cost else []), p.layout_short)
     table.caption = ("TTT: predicted time-to-train; against the first row, TTT eff. = (T(N)/T(kN))/k and tput eff. = "
-                     "training tokens/s per accelerator (evaluations excluded); GB: memory per accelerator")
+                     f"training {points[0].progress_unit}/s per accelerator (evaluations excluded); GB: memory per accelerator")
     console.print(table)
 
 
@@ -140,7 +154,7 @@ def print_validation(report: ValidationReport, console: Console | None = None) -
         fits.add_row(f.stack.id, f.stack.software, str(len(f.fitted_on)), f"{f.efficiency.compute:.3f}",
                      f"{f.efficiency.eval_overhead_s:.2f}", f.overhead_source)
     console.print(fits)
-    console.print(_checks("fit on every entry: each entry against the fit", report.fitted))
+    console.print(_checks("fit on every entry: each entry against the fit", report.fitted, report.unit))
 
     logs = Table(title="result logs against the model (fitted to times-to-train and evaluation times only)",
                  title_justify="left")
@@ -153,24 +167,25 @@ def print_validation(report: ValidationReport, console: Console | None = None) -
 
     mean, worst = calibrate.error_summary(report.leave_one_out)
     verdict = "[green]meets[/green]" if report.meets_goal else "[bold red]misses[/bold red]"
-    loo = _checks("leave-one-out: each entry predicted by a fit on all the others", report.leave_one_out)
+    loo = _checks("leave-one-out: each entry predicted by a fit on all the others", report.leave_one_out, report.unit)
     loo.caption = (f"mean absolute error {mean:.1%}, worst {worst:.1%}: {verdict} the goal "
                    f"(mean <= {GOAL_MEAN_ERROR:.0%}, worst <= {GOAL_WORST_ERROR:.0%})")
     console.print(loo)
     if report.extrapolation:
-        console.print(_checks("extrapolation: fitted on entries of <= 1,536 accelerators only", report.extrapolation))
+        console.print(_checks("extrapolation: fitted on entries of <= 1,536 accelerators only", report.extrapolation,
+                              report.unit))
     if report.projections:
         table = Table(title="projection beyond the table (fit on every entry)", title_justify="left")
         for col in ("stack", "accelerators", "batch", "layout", "time-to-train (min)", "step (s)", "memory (GB)"):
             table.add_column(col, justify="left" if col in ("stack", "layout") else "right", overflow="fold")
         for pr in report.projections:
             p = pr.prediction
-            table.add_row(pr.stack, f"{p.count:,}", f"{p.global_batch_size:,}", f"{pr.how}: {p.layout.short()}",
+            table.add_row(pr.stack, f"{p.count:,}", f"{p.global_batch_size:,}", f"{pr.how}: {p.plan.short()}",
                           f"{p.time_to_train_s / 60:.2f}", f"{p.step.step_s:.3f}", f"{p.memory.total / 1e9:.1f}")
         console.print(table)
 
 
-def _checks(title: str, rows: list[Check]) -> Table:
+def _checks(title: str, rows: list[Check], unit: str) -> Table:
     table = Table(title=title, title_justify="left")
     for col in ("entry", "accelerators", "batch", "measured (min)", "predicted (min)", "error", "step-time model only"):
         table.add_column(col, justify="left" if col == "entry" else "right", overflow="fold")
@@ -178,7 +193,7 @@ def _checks(title: str, rows: list[Check]) -> Table:
         p = r.entry.published
         table.add_row(r.entry.key, f"{p.accelerators:,}", f"{p.global_batch_size:,}", f"{r.measured_min:,.2f}",
                       f"{r.predicted_min:,.2f}", f"{r.error:+.1%}", f"{r.timing_error:+.1%}")
-    table.caption = ("predicted: tokens from the convergence model; step-time model only: with the tokens the scored "
+    table.caption = (f"predicted: {unit} from the convergence model; step-time model only: with the {unit} the scored "
                      "run trained")
     return table
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from trainclock.planner import calibrate, search
 from trainclock.planner.calibrate import CalibrationData, Check, StackFit
-from trainclock.planner.layout import Layout, complete
+from trainclock.planner.plan import Plan, complete
 from trainclock.planner.mlperf_data import LogTiming
 from trainclock.planner.predict import Prediction, predict
 
@@ -49,6 +49,7 @@ class ValidationReport:
     leave_one_out: list[Check]
     extrapolation: list[Check]
     projections: list[Projection]
+    unit: str  # the benchmark's progress unit, e.g. tokens
 
     @property
     def meets_goal(self) -> bool:
@@ -65,12 +66,13 @@ def validate(data: CalibrationData) -> ValidationReport:
         leave_one_out=calibrate.leave_one_out(data),
         extrapolation=calibrate.extrapolation(data, EXTRAPOLATE_FROM),
         projections=[p for accelerator, count, gbs in PROJECTIONS for p in _projections(data, fits, accelerator, count, gbs)],
+        unit=data.cost.progress_unit,
     )
 
 
 def _log_check(data: CalibrationData, fit: StackFit, timing: LogTiming) -> LogCheck:
     entry = data.entry(fit.stack.timing_entry)
-    run = calibrate.entry_prediction(data, entry, fit.efficiency, entry.published.scored_run_tokens)
+    run = calibrate.entry_prediction(data, entry, fit.efficiency, entry.published.scored_run_units)
     return LogCheck(fit.stack.id, entry.key, timing.mean_step_s, run.step.step_s, timing.mean_eval_s, run.eval_s,
                     timing.gradient_accumulation_steps, run.step.micro_batches)
 
@@ -81,10 +83,10 @@ def _projections(data: CalibrationData, fits: dict[str, StackFit], accelerator: 
         return []
     fit = max(own, key=lambda f: f.stack.round)
     stack = fit.stack
-    as_submitted = complete(Layout(), stack.layout, count)
-    found = search.search(data.spec, stack.accelerator, count, fit.efficiency, as_submitted, {}, gbs, data.convergence)
+    as_submitted = complete(Plan(), stack.layout, count)
+    found = search.search(data.cost, stack.accelerator, count, fit.efficiency, as_submitted, {}, gbs, data.convergence)
     rows = [Projection(stack.id, "the stack's layout",
-                       predict(data.spec, stack.accelerator, gbs, as_submitted, fit.efficiency, data.convergence))]
+                       predict(data.cost, stack.accelerator, gbs, as_submitted, fit.efficiency, data.convergence))]
     if found.ranked:
         rows.append(Projection(stack.id, "best layout found", found.ranked[0]))
     return rows

@@ -1,0 +1,18 @@
+"""The planner's one way to a workload: its cost model, found through the workload registry by a
+member name ("gpt3-175b") or an MLPerf benchmark key ("gpt3": its full-size member)."""
+
+from __future__ import annotations
+
+from trainclock.errors import UsageError
+from trainclock.workloads import registry
+from trainclock.workloads.cost import WorkloadCost
+
+
+def cost_model(name: str) -> WorkloadCost:
+    workload, member = registry.find(name)  # UsageError for unknown names
+    cost = workload.cost(member)
+    if cost is None:
+        raise UsageError(f"{member} has no cost model yet (workloads/{workload.key}/cost.py), so the planner "
+                         f"cannot predict it; `trainclock run {member}` measures it instead")
+    return cost
+

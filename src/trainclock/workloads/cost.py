@@ -1,0 +1,143 @@
+"""What the planner needs to know about a benchmark to predict its time-to-train, memory and cost
+on a cluster: the workload cost interface. No model code: numbers and formulas only, so the
+planner never builds a model (nor loads torch for one).
+
+A benchmark's cost model (workloads/<name>/cost.py, reached through the registry's
+`workload.cost(member)`) describes one member in generic terms; the planner owns everything about
+the cluster (precision, sharding, schedules, links). How the planner uses each part:
+
+- size: `parameter_count` sizes the data-parallel traffic and the optimizer update;
+  `layer_parameters` x `layers` + `other_parameters` is the same total split into what a pipeline
+  cuts (identical repeated layers) and what it does not (embeddings, heads: the fullest pipeline
+  stage is charged all of them).
+- compute: `flops_per_sample` at a calibrated fraction of the accelerator's peak; its `weights`
+  part (matmuls with parameters) runs at the plan's precision (fp8 included), its `other` part
+  (matmuls of activations with activations, e.g. attention scores) at bf16, and is what selective
+  recomputation recomputes.
+- memory: `layer_activation_bytes` per layer and micro-batch, times the micro-batches the pipeline
+  schedule keeps in flight; `output_bytes` on the last stage; `optimizer_state_bytes_per_parameter`
+  on top of weights, gradients and fp32 master weights; the search tries `recompute_choices`.
+- splitting: tensor parallelism must divide `tensor_parallel_units` (1: the model cannot be split
+  that way); pipeline x virtual stages must divide `layers` (1: no pipeline). Every layer crosses
+  `tp_collectives_per_layer` all-reduces of `boundary_values_per_sample` values per sample each
+  way under tensor parallelism; a pipeline stage sends that many values per sample to the next.
+- progress and convergence: MLPerf counts progress in a unit (`progress_unit`: tokens for GPT-3,
+  epochs for ResNet-50, samples for BERT and DLRM), `units_per_sample` of it per sample;
+  `convergence` gives, per global batch size, the units a run needs to reach the target (MLPerf's
+  RCPs or trainclock's own reference runs); runs evaluate every `eval_every_samples` over
+  `eval_samples` samples.
+
+Non-transformer benchmarks fill the same terms: ResNet-50 has `tensor_parallel_units` 1 and
+`layers` 1 (data parallel only), all its FLOPs in `weights` and epochs as its unit (1/1,281,167
+epoch per image); 3D U-Net likewise with samples as its unit; DLRM puts its embedding tables in
+`other_parameters` (the planner then charges them to every device unless tables are sharded,
+which is where this contract will grow: a hook for model-parallel embeddings) and the MLP in
+`layers`. Hooks with a body here are optional: a cost model that subclasses WorkloadCost inherits
+these defaults."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from trainclock.errors import DataError
+
+RECOMPUTE = ("none", "selective", "full")  # what a layer keeps for its backward pass, see layer_activation_bytes
+
+
+@dataclass(frozen=True)
+class SampleFlops:
+    """Training FLOPs (forward + backward, 1:2) of one sample."""
+
+    weights: float  # matmuls with parameters: run at the plan's precision
+    other: float = 0.0  # matmuls of activations with activations (attention): run at bf16
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.other
+
+
+@dataclass(frozen=True)
+class ConvergencePoints:
+    """Progress units to reach the quality target at each global batch size measured."""
+
+    points: tuple[tuple[int, float], ...]  # (global batch size, mean units to target), sorted by batch
+    source: str  # where they come from, as printed
+
+
+@runtime_checkable
+class WorkloadCost(Protocol):
+    """One benchmark member's cost model. Attributes may be plain attributes or properties."""
+
+    name: str  # the member, e.g. "gpt3-175b"
+    benchmark: str  # the MLPerf benchmark key it stands for ("gpt3"): scoring rules, calibration data
+    parameter_count: int  # all trained parameters
+    layers: int  # identical repeated layers a pipeline cuts; pp x vp must divide it
+    layer_parameters: float  # parameters of one of those layers
+    other_parameters: float  # parameters outside them (embeddings, heads, final norms)
+    tensor_parallel_units: int  # what tensor parallelism splits (attention heads); tp must divide it
+    tensor_parallel_unit: str  # their name, plural, e.g. "attention heads"
+    flops_per_sample: SampleFlops
+    boundary_values_per_sample: float  # activation values that cross a layer boundary per sample
+    optimizer_state_bytes_per_parameter: float  # e.g. Adam: two fp32 moments = 8
+    progress_unit: str  # what MLPerf counts progress in: "tokens", "epochs", "samples"
+    units_per_sample: float  # progress units per sample (GPT-3: tokens per sequence)
+    sample_noun: str  # plural, as printed after a count: "sequences of 2048 tokens", "images"
+    reference_batch_size: int  # the benchmark's default global batch size, in samples
+    eval_every_samples: int  # training samples between evaluations
+    eval_samples: int  # samples one evaluation runs forward
+
+    def layer_activation_bytes(self, micro_batch: int, tp: int, sequence_parallel: bool, recompute: str) -> float:
+        """Bytes one layer keeps for its backward pass, per device, for one micro-batch of
+        `micro_batch` samples in 16-bit values (the planner doubles them for fp32 training);
+        `recompute` is one of RECOMPUTE: none, selective (drop what is cheap to recompute),
+        full (keep only the layer's input)."""
+        ...
+
+    def output_bytes(self, micro_batch: int, tp: int) -> float:
+        """Bytes of the model's output and its gradient on the last pipeline stage for one
+        micro-batch (GPT: fp32 logits over the vocabulary). Default: none worth counting."""
+        return 0.0
+
+    @property
+    def recompute_choices(self) -> tuple[str, ...]:
+        """The recomputation modes the layout search tries (a --layout can still ask for any).
+        Default: all of RECOMPUTE."""
+        return RECOMPUTE
+
+    @property
+    def tp_collectives_per_layer(self) -> int:
+        """All-reduces per layer in the forward pass under tensor parallelism (as many again in
+        the backward). Default: Megatron's 2 (after attention and after the MLP)."""
+        return 2
+
+    def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
+        """Units to target by global batch size, or None when nothing is known (the user then gives
+        the units to train). `mlperf_dir` locates the MLPerf data folder (rcps/) when called.
+        Default: MLPerf's RCPs for `benchmark`, see rcp_convergence."""
+        return rcp_convergence(mlperf_dir(), self.benchmark)
+
+    def measured_efficiency(self) -> tuple[float, str] | None:
+        """(model FLOP utilization, where it comes from) of trainclock's own recorded runs of this
+        member on this machine's CPU, for planning `this-cpu`; None when none are recorded."""
+        return None
+
+
+def rcp_convergence(folder: Path, benchmark: str) -> ConvergencePoints:
+    """MLPerf's reference convergence points (rcps/training_<round>/rcps_<benchmark>.json, the
+    latest round): the mean units to target of the reference runs at each batch size."""
+    files = sorted((folder / "rcps").glob(f"training_*/rcps_{benchmark}.json"),
+                   key=lambda p: tuple(int(x) for x in p.parent.name.removeprefix("training_").split(".")))
+    if not files:
+        raise DataError(f"no rcps/training_*/rcps_{benchmark}.json in {folder}")
+    path = files[-1]
+    try:
+        table = json.loads(path.read_text())
+        points = sorted((int(p["BS"]), statistics.fmean(p["Epochs to converge"])) for p in table.values())
+    except (ValueError, KeyError, TypeError) as e:
+        raise DataError(f"{path}: unreadable reference convergence points ({e})") from None
+    return ConvergencePoints(tuple(points), f"MLPerf RCPs {path.parent.name}")

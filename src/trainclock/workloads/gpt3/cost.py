@@ -1,0 +1,165 @@
+"""The planner's cost model of a GPT-3 member (workloads/cost.py says how the planner uses it).
+
+FLOPs and parameters come from GPTShape's own formulas (model.py) rather than written again here.
+Activations per layer follow Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
+Transformer Models", Table 2), in 16-bit: s*b*h*(34/t + 5*a*s/(h*t)) with sequence parallelism,
+s*b*h*(10 + 24/t + 5*a*s/(h*t)) without; selective recomputation drops the 5*a*s/h attention
+term; full recomputation keeps only each layer's input (2*s*b*h).
+
+Convergence: gpt3-175b from MLPerf's reference convergence points (rcps_gpt3.json); trainclock's
+measured members from the tokens at which each recorded reference run (targets/<member>.json)
+first reached the target, at the spec's batch size."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import cached_property
+from pathlib import Path
+
+from trainclock.errors import DataError
+from trainclock.workloads.cost import ConvergencePoints, SampleFlops, WorkloadCost, rcp_convergence
+from trainclock.workloads.gpt3.spec import MEMBERS, GPT3Spec, get_member, target_evidence
+
+LOGIT_BYTES = 4 * 2  # fp32 logits and their gradient, per vocabulary entry and token
+ADAM_STATE_BYTES = 8  # two fp32 moments per parameter
+
+
+@dataclass(frozen=True)
+class GPT3Cost(WorkloadCost):
+    spec: GPT3Spec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def benchmark(self) -> str:
+        return self.spec.mlperf_benchmark
+
+    @cached_property
+    def parameter_count(self) -> int:
+        return self.spec.shape.parameter_count()
+
+    @property
+    def layers(self) -> int:
+        return self.spec.shape.n_layer
+
+    @cached_property
+    def other_parameters(self) -> int:
+        """Token and position embeddings and the final LayerNorm: what is left with no layers.
+        Both pipeline ends hold the tied embedding (the first to look tokens up, the last for the logits)."""
+        return replace(self.spec.shape, n_layer=0).parameter_count()
+
+    @cached_property
+    def layer_parameters(self) -> float:
+        return (self.parameter_count - self.other_parameters) / self.layers
+
+    @property
+    def tensor_parallel_units(self) -> int:
+        return self.spec.shape.n_head  # Megatron splits attention by whole heads
+
+    tensor_parallel_unit = "attention heads"
+
+    @cached_property
+    def flops_per_sample(self) -> SampleFlops:
+        """flops_per_token is 6N + 12*L*D*T, linear in T, so f(2T) - f(T) is the attention term
+        (scores and weighted sum) and the rest is 6N, the matmuls with weights."""
+        shape, seq = self.spec.shape, self.spec.seq_len
+        per_token = shape.flops_per_token(seq)
+        attention = shape.flops_per_token(2 * seq) - per_token
+        return SampleFlops(weights=(per_token - attention) * seq, other=attention * seq)
+
+    @property
+    def boundary_values_per_sample(self) -> float:
+        return self.spec.seq_len * self.spec.shape.d_model
+
+    optimizer_state_bytes_per_parameter = ADAM_STATE_BYTES
+    progress_unit = "tokens"  # MLPerf gpt3 logs tokens as eval_accuracy's epoch_num
+
+    @property
+    def units_per_sample(self) -> int:
+        return self.spec.seq_len
+
+    @property
+    def sample_noun(self) -> str:
+        return f"sequences of {self.spec.seq_len} tokens"
+
+    @property
+    def reference_batch_size(self) -> int:
+        return self.spec.global_batch_size
+
+    @property
+    def eval_every_samples(self) -> int:
+        return self.spec.eval_every_samples
+
+    @property
+    def eval_samples(self) -> int:
+        return self.spec.eval_sequences
+
+    def layer_activation_bytes(self, micro_batch: int, tp: int, sequence_parallel: bool, recompute: str) -> float:
+        s, b, h, a, t = self.spec.seq_len, micro_batch, self.spec.shape.d_model, self.spec.shape.n_head, tp
+        if recompute == "full":
+            return 2 * s * b * h / (t if sequence_parallel else 1)
+        per_token_width = 34 / t if sequence_parallel else 10 + 24 / t
+        attention_scores = 5 * a * s / (h * t) if recompute == "none" else 0.0
+        return s * b * h * (per_token_width + attention_scores)
+
+    @property
+    def recompute_choices(self) -> tuple[str, ...]:
+        # "none" keeps the T^2 attention scores: never faster where it fits, so not worth searching
+        return ("selective", "full")
+
+    def output_bytes(self, micro_batch: int, tp: int) -> float:
+        return micro_batch * self.spec.seq_len * self.spec.shape.vocab_size * LOGIT_BYTES / tp
+
+    def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
+        spec = self.spec
+        if spec.target_source.startswith("mlperf"):
+            return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark)
+        runs = _reference_runs(spec)
+        if not runs:
+            return None  # an estimated target: nothing measured yet
+        reached = []
+        for run in runs:
+            try:
+                reached.append(next(tokens for _t, tokens, loss in run["evals"] if loss <= spec.target_log_perplexity))
+            except (KeyError, TypeError, ValueError, StopIteration):
+                raise DataError(f"targets/{spec.name}.json: a reference run (seed {run.get('seed')}) has no evaluation "
+                                f"at or below the target {spec.target_log_perplexity}") from None
+        return ConvergencePoints(((spec.global_batch_size, float(statistics.median(reached))),),
+                                 f"median of {len(reached)} trainclock reference runs")
+
+    def measured_efficiency(self) -> tuple[float, str] | None:
+        """The median MFU of trainclock's recorded runs of this member (measured against the same
+        matmul peak the planner measures for this-cpu): its verification runs (full runs to the
+        target) first, then its reference runs, then the reference runs of every measured member:
+        efficiency depends on the model's size."""
+        measured = [s.name for s in MEMBERS.values() if s.target_source.startswith("measured")]
+        if self.name in measured:
+            evidence = target_evidence(self.name)
+            for kind, runs in (("verification", (evidence.get("verification") or {}).get("runs")),
+                               ("reference", evidence.get("runs"))):
+                if mfus := _mfus(runs):
+                    return statistics.median(mfus), f"median MFU of {len(mfus)} {self.name} {kind} runs"
+        mfus = [mfu for name in measured for mfu in _mfus(target_evidence(name).get("runs"))]
+        if not mfus:
+            return None
+        return statistics.median(mfus), f"median MFU of {len(mfus)} trainclock reference runs of {', '.join(measured)}"
+
+
+def cost_model(member: str) -> WorkloadCost:
+    """The cost model of a GPT-3 member (names as get_member takes them); UsageError if unknown."""
+    return GPT3Cost(get_member(member))
+
+
+def _reference_runs(spec: GPT3Spec) -> list | None:
+    if not spec.target_source.startswith("measured"):
+        return None
+    evidence = target_evidence(spec.name)
+    return evidence.get("runs") if isinstance(evidence, dict) else None
+
+
+def _mfus(runs: list[dict] | None) -> list[float]:
+    return [run["mfu"] for run in runs or [] if isinstance(run.get("mfu"), int | float)]

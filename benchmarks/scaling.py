@@ -100,7 +100,7 @@ def main() -> None:
     plan = sweep.SweepPlan(args.member, (1, threads), args.repeats, args.seed, out, run_args, cpu_threads=threads)
     load_before = os.getloadavg()[0]
     result = sweep.run_sweep(plan, runner)
-    print_table(result, console)
+    print_table(result, console, unit="tokens")
     efficiency = result.rows[-1].throughput_efficiency
     console.print(f"throughput efficiency 1 x {threads} -> {threads} x 1: {efficiency:.3f} "
                   f"({'meets' if efficiency >= 0.9 else 'misses'} the goal >= 0.9)")
@@ -115,22 +115,22 @@ def main() -> None:
                                     cpu_threads=threads)
         fsdp = sweep.run_sweep(fsdp_plan, runner)
         print_memory(console, runner.peaks[0], ddp_peaks, runner.peaks[-1], threads)
-        ratio = fsdp.runs[0].tokens_per_s / result.runs[-1].tokens_per_s
-        console.print(f"FSDP2 throughput: {fsdp.runs[0].tokens_per_s:,.0f} tokens/s, {ratio:.2f}x DDP's")
+        ratio = fsdp.runs[0].units_per_s / result.runs[-1].units_per_s
+        console.print(f"FSDP2 throughput: {fsdp.runs[0].units_per_s:,.0f} tokens/s, {ratio:.2f}x DDP's")
 
     if args.pipeline:
         ddp_run, ddp_peaks = result.runs[-1], runner.peaks[len(result.runs) - 1]
         table = Table(title=f"pipeline parallel over {threads} processes (pp={threads}) against DDP")
         for column in ("layout", "tokens/s", "/ DDP", "peak MiB per rank"):
             table.add_column(column, justify="left" if column == "layout" else "right")
-        table.add_row(f"DDP x {threads}", f"{ddp_run.tokens_per_s:,.0f}", "1.00", _peaks(ddp_peaks))
+        table.add_row(f"DDP x {threads}", f"{ddp_run.units_per_s:,.0f}", "1.00", _peaks(ddp_peaks))
         for schedule in ("gpipe", "1f1b", "interleaved-1f1b"):
             flags = ("--pp", str(threads), "--pp-schedule", schedule)
             plan = sweep.SweepPlan(args.member, (threads,), 1, args.seed, out / schedule, (*run_args, *flags),
                                    cpu_threads=threads)
             measured = sweep.run_sweep(plan, runner).runs[0]
-            table.add_row(f"pp={threads} {schedule}", f"{measured.tokens_per_s:,.0f}",
-                          f"{measured.tokens_per_s / ddp_run.tokens_per_s:.2f}", _peaks(runner.peaks[-1]))
+            table.add_row(f"pp={threads} {schedule}", f"{measured.units_per_s:,.0f}",
+                          f"{measured.units_per_s / ddp_run.units_per_s:.2f}", _peaks(runner.peaks[-1]))
         console.print(table)
 
 

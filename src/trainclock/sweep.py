@@ -82,7 +82,7 @@ class RunMeasurement:
     log: str
     status: str  # run_stop's status: success or aborted
     time_to_train_s: float  # run_stop - run_start
-    tokens_per_s: float  # training steps only
+    units_per_s: float  # training steps only
     steps: int
 
 
@@ -91,7 +91,7 @@ class SizeRow:
     nproc: int
     runs: int
     successes: int
-    tokens_per_s: float  # mean over the repeats
+    units_per_s: float  # mean over the repeats
     time_to_train_s: float  # mean over the repeats
     speedup: float  # time-to-train of the first size / this one's
     throughput_efficiency: float
@@ -150,27 +150,34 @@ def measure(log: Path, nproc: int, repeat: int, seed: int) -> RunMeasurement:
         ttt_ms = time_to_train_ms(events)
     except NoTimeToTrain as e:
         raise DataError(f"{log}: no time-to-train ({e}); the run did not finish") from None
-    tokens_per_s, steps = training_throughput(log.with_name(log.stem + ".metrics.jsonl"))
-    return RunMeasurement(nproc, repeat, seed, str(log), run_status(events), ttt_ms / 1000, tokens_per_s, steps)
+    units_per_s, steps = training_throughput(log.with_name(log.stem + ".metrics.jsonl"))
+    return RunMeasurement(nproc, repeat, seed, str(log), run_status(events), ttt_ms / 1000, units_per_s, steps)
 
 
 def training_throughput(metrics: Path) -> tuple[float, int]:
-    """Tokens per second over the training steps (evaluations excluded), and the step count.
+    """Units (the workload's: tokens, images, ...) per second over the training steps (evaluations excluded), and the step count.
     Rows are keyed by step, the last one winning: a resumed run may have written a step twice."""
     try:
         rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
     except (OSError, ValueError) as e:
         raise DataError(f"cannot read the metrics file {metrics}: {e}; rerun the benchmark") from None
-    steps = {row["step"]: row for row in rows if "tokens_per_s" in row and "step" in row}
+    # metrics files before the workload interface counted in tokens: "tokens", "units_per_s"
+    steps = {row["step"]: _units_row(row) for row in rows if "step" in row and ("units_per_s" in row or "units_per_s" in row)}
     if not steps:
         raise DataError(f"{metrics} has no training steps; rerun the benchmark")
-    tokens, seconds, previous = 0, 0.0, 0
+    units, seconds, previous = 0, 0.0, 0
     for step in sorted(steps):
-        step_tokens = steps[step]["tokens"] - previous  # "tokens" is cumulative
-        previous = steps[step]["tokens"]
-        tokens += step_tokens
-        seconds += step_tokens / steps[step]["tokens_per_s"]
-    return tokens / seconds, len(steps)
+        step_units = steps[step]["units"] - previous  # "units" is cumulative
+        previous = steps[step]["units"]
+        units += step_units
+        seconds += step_units / steps[step]["units_per_s"]
+    return units / seconds, len(steps)
+
+
+def _units_row(row: dict) -> dict:
+    if "units_per_s" in row:
+        return row
+    return {**row, "units": row["tokens"], "units_per_s": row["units_per_s"]}
 
 
 def summarize(runs: list[RunMeasurement], fixed_hardware: bool = False) -> list[SizeRow]:
@@ -181,15 +188,15 @@ def summarize(runs: list[RunMeasurement], fixed_hardware: bool = False) -> list[
     rows: list[SizeRow] = []
     for nproc in sizes:
         mine = [r for r in runs if r.nproc == nproc]
-        throughput = statistics.fmean(r.tokens_per_s for r in mine)
+        throughput = statistics.fmean(r.units_per_s for r in mine)
         ttt = statistics.fmean(r.time_to_train_s for r in mine)
         base = rows[0] if rows else None
         k = nproc / base.nproc if base and not fixed_hardware else 1.0
-        base_throughput = base.tokens_per_s if base else throughput
+        base_throughput = base.units_per_s if base else throughput
         base_ttt = base.time_to_train_s if base else ttt
         rows.append(SizeRow(
             nproc=nproc, runs=len(mine), successes=sum(r.status == "success" for r in mine),
-            tokens_per_s=throughput, time_to_train_s=ttt, speedup=base_ttt / ttt,
+            units_per_s=throughput, time_to_train_s=ttt, speedup=base_ttt / ttt,
             throughput_efficiency=(throughput / base_throughput) / k,
             time_to_train_efficiency=(base_ttt / ttt) / k,
         ))

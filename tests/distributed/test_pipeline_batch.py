@@ -4,9 +4,8 @@ import pytest
 
 from trainclock.distributed.layout import Layout
 from trainclock.errors import UsageError
-from trainclock.workloads.gpt3.benchmark import pipeline_batch
-from trainclock.workloads.gpt3.pipeline import check_microbatches, pipeline_micro_batch
-from trainclock.workloads.gpt3.spec import get_member
+from trainclock.distributed.pipeline import check_microbatches, pipeline_micro_batch
+from trainclock.workloads.batch_plan import micro_batch
 
 
 @pytest.mark.parametrize("per_rank, pp, schedule, micro", [
@@ -29,17 +28,17 @@ def test_the_schedules_limits_are_named():
 
 
 def test_an_explicit_micro_batch_is_kept_or_refused_with_the_fix():
-    tiny = get_member("gpt3-tiny")  # 32 sequences per step
+    # gpt3-tiny: 32 sequences per step, micro-batch 32
     layout = Layout.for_world(2, pp=2)
-    assert pipeline_batch(tiny, layout, micro_given=False).micro_batch_size == 16
-    assert pipeline_batch(tiny, Layout.for_world(4, pp=2), micro_given=False).micro_batch_size == 8  # dp=2
+    assert micro_batch(32, None, 32, layout, "sequence(s)") == 16
+    assert micro_batch(32, None, 32, Layout.for_world(4, pp=2), "sequence(s)") == 8  # dp=2
     with pytest.raises(UsageError, match="gets 32 sequence\\(s\\) per step; pass a smaller --micro-batch"):
-        pipeline_batch(tiny, layout, micro_given=True)  # the spec's 32: one micro-batch
+        micro_batch(32, 32, 32, layout, "sequence(s)")  # one micro-batch
     with pytest.raises(UsageError, match="got 1: each data-parallel rank gets 1 sequence.* a larger --gbs, or --pp-schedule gpipe"):
-        pipeline_batch(tiny.with_batch(2), Layout.for_world(4, pp=2), micro_given=False)  # 1 sequence per rank
+        micro_batch(2, None, 2, Layout.for_world(4, pp=2), "sequence(s)")  # 1 sequence per rank
     gpipe = Layout.for_world(2, pp=2, pp_schedule="gpipe")
-    assert pipeline_batch(tiny, gpipe, micro_given=True).micro_batch_size == 32
-    assert pipeline_batch(tiny, Layout.for_world(2), micro_given=False) == tiny  # no pipeline: untouched
+    assert micro_batch(32, 32, 32, gpipe, "sequence(s)") == 32
+    assert micro_batch(32, None, 32, Layout.for_world(2), "sequence(s)") == 32  # no pipeline: untouched
 
 
 @pytest.mark.parametrize("flags, layout", [

@@ -37,10 +37,10 @@ def test_a_sweep_over_one_and_two_processes(tmp_path, corpus_dir, capsys):
     assert logged(one, "seed") == logged(two, "seed") == 5
     for run in saved["runs"]:
         assert run["status"] == "aborted" and run["steps"] == 2  # the 16-sample limit, 8 per step
-        assert run["tokens_per_s"] > 0 and run["time_to_train_s"] > 0
+        assert run["units_per_s"] > 0 and run["time_to_train_s"] > 0
     rows = saved["rows"]
     # --cpu-threads fixes the cores: the efficiency is the plain throughput ratio
-    assert rows[1]["throughput_efficiency"] == pytest.approx(rows[1]["tokens_per_s"] / rows[0]["tokens_per_s"])
+    assert rows[1]["throughput_efficiency"] == pytest.approx(rows[1]["units_per_s"] / rows[0]["units_per_s"])
     printed = capsys.readouterr().out
     assert "thr. eff." in printed and "scaling-gpt3-tiny.csv" in printed
 

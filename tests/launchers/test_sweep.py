@@ -50,7 +50,7 @@ def test_speedup_and_efficiencies_come_from_the_files(tmp_path):
     result = sweep.run_sweep(plan(tmp_path), FakeRunner(SIZES))
     rows = {r.nproc: r for r in result.rows}
     t1, t2, t4 = (expected_throughput(SIZES[n]) for n in (1, 2, 4))
-    assert rows[1].tokens_per_s == pytest.approx(t1) and rows[4].tokens_per_s == pytest.approx(t4)
+    assert rows[1].units_per_s == pytest.approx(t1) and rows[4].units_per_s == pytest.approx(t4)
     assert rows[2].throughput_efficiency == pytest.approx((t2 / t1) / 2)
     assert rows[4].throughput_efficiency == pytest.approx((t4 / t1) / 4)
     assert [rows[n].time_to_train_s for n in (1, 2, 4)] == [40.0, 25.0, 16.0]
@@ -65,7 +65,7 @@ def test_repeats_are_averaged(tmp_path):
     runs = [sweep.RunMeasurement(n, r, 5 + r, "log", "success", ttt, tps, 4)
             for n, r, ttt, tps in [(1, 0, 30.0, 100.0), (1, 1, 50.0, 300.0), (2, 0, 20.0, 360.0), (2, 1, 30.0, 360.0)]]
     one, two = sweep.summarize(runs)
-    assert (one.time_to_train_s, one.tokens_per_s, one.runs) == (40.0, 200.0, 2)
+    assert (one.time_to_train_s, one.units_per_s, one.runs) == (40.0, 200.0, 2)
     assert two.speedup == pytest.approx(40 / 25) and two.throughput_efficiency == pytest.approx(0.9)
     _, same_cores = sweep.summarize(runs, fixed_hardware=True)  # 2 processes on the cores 1 process had
     assert same_cores.throughput_efficiency == pytest.approx(1.8) and same_cores.time_to_train_efficiency == pytest.approx(1.6)
@@ -88,7 +88,7 @@ def test_the_table_is_saved_as_json_and_csv(tmp_path):
 def test_the_printed_table(tmp_path):
     result = sweep.run_sweep(plan(tmp_path), FakeRunner(SIZES))
     console = Console(file=io.StringIO(), width=240)
-    print_table(result, console)
+    print_table(result, console, unit="tokens")
     text = console.file.getvalue()
     assert "1.60x" in text and "80.0%" in text and "62.5%" in text and "2.50x" in text
     assert "stopped at a limit" in text  # two of the sizes did not reach the target
@@ -96,11 +96,11 @@ def test_the_printed_table(tmp_path):
 
 def test_throughput_counts_training_steps_once(tmp_path):
     metrics = tmp_path / "m.jsonl"
-    rows = [{"step": 0, "tokens": 100, "tokens_per_s": 100.0},  # 1 s
-            {"step": 1, "tokens": 200, "tokens_per_s": 25.0},  # written, then lost to a resume
-            {"step": 1, "tokens": 200, "tokens_per_s": 50.0},  # 2 s: the resumed run's step 1
+    rows = [{"step": 0, "tokens": 100, "units_per_s": 100.0},  # 1 s
+            {"step": 1, "tokens": 200, "units_per_s": 25.0},  # written, then lost to a resume
+            {"step": 1, "tokens": 200, "units_per_s": 50.0},  # 2 s: the resumed run's step 1
             {"step": 1, "tokens": 200, "eval": 4.0},  # an evaluation: not training
-            {"step": 2, "tokens": 300, "tokens_per_s": 100.0}]  # 1 s
+            {"step": 2, "tokens": 300, "units_per_s": 100.0}]  # 1 s
     metrics.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     assert sweep.training_throughput(metrics) == (75.0, 3)
 

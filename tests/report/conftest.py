@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from review.conftest import shared_results  # noqa: F401  (skips when shared/ is missing)
+from review.conftest import shared_entries, shared_results  # noqa: F401  (skip when shared/ is missing)
 from review.trainclock_logs import write_tree
 from trainclock.results.importer import import_paths
 
@@ -71,14 +71,15 @@ def planner_curve_file(tmp_path_factory) -> Path:
     from trainclock.planner.cost import parse_price
     from trainclock.planner.hardware import load_catalogue
     from trainclock.planner.planning import Planner
-    from trainclock.workloads.gpt3.spec import get_member
+    from trainclock.planner.workload import cost_model
 
     catalogue = load_catalogue([])
     accelerator = catalogue["h100-sxm"]
-    planner = Planner(get_member("gpt3-175b"), catalogue)
+    planner = Planner(cost_model("gpt3-175b"), catalogue)
     calibrated = planner.calibrated(accelerator)
     predictions = [planner.plan(accelerator, n, calibrated, {})[0] for n in (512, 3584, 10752)]
     path = tmp_path_factory.mktemp("plan") / "h100.json"
     sweep.save_curve(sweep.curve(predictions, parse_price(PRICE, accelerator)), path,
-                     {"member": "gpt3-175b", "accelerator": "h100-sxm", "calibration": calibrated.source, "price": PRICE})
+                     {"member": "gpt3-175b", "benchmark": "gpt3", "accelerator": "h100-sxm",
+                      "calibration": calibrated.source, "price": PRICE})
     return path

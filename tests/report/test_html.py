@@ -66,7 +66,7 @@ def test_report_is_self_contained_with_inline_plots(report):
             value = attributes.get(name) or ""
             assert not value.startswith(("http:", "https:", "//")), (tag, value)
     assert {p.suffix for p in written} == {".png", ".svg"}
-    assert {"plot-scaling", "plot-planner-0", "plot-own-runs-time", "plot-own-runs-tokens"} <= page.ids
+    assert {"plot-scaling", "plot-planner-0", "plot-own-runs-0-time", "plot-own-runs-0-progress"} <= page.ids
 
 
 def test_report_shows_planner_and_own_runs(report):
@@ -90,3 +90,19 @@ def test_report_without_runs_or_plans_says_what_to_give(db_url, tmp_path):
     path, _ = make_report(db_url, tmp_path)
     html = path.read_text()
     assert "No planner curve: give --plan FILE.json" in html
+
+
+def test_leaderboards_say_each_benchmarks_metric_and_its_direction(report, shared_entries):
+    _, _, html = report
+    page = ParsedPage(html)
+    captions = " ".join(html.split("<caption>")[1:])
+    assert "quality: validation log perplexity (lower is better)" in captions
+    assert "quality: masked-LM accuracy (higher is better)" in captions
+    headers = page.cell_texts("best-quality")
+    assert "best validation log perplexity (min)" in headers and "best masked-LM accuracy (max)" in headers
+    # the bert entry's best is the highest accuracy any of its passed runs reached; gpt3's the lowest perplexity
+    for name, pick in (("v3.1/NVIDIA/eos_n8_ngc23.04_pytorch/bert", max),
+                       ("v3.0/NVIDIA_CoreWeave/coreweave_hgxh100_n448_ngc23.04_pytorch/gpt3", min)):
+        entry = shared_entries[name]
+        best = pick(p.value for run in entry.runs if run.passed for p in run.evals)
+        assert f"{best:.4g}" in headers, name

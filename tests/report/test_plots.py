@@ -66,15 +66,21 @@ def test_planner_cost_plot(planner_curve_file):
     assert [t.get_text() for t in figure.axes[0].texts] == ["512", "3,584", "10,752"]
 
 
-def test_training_curves_against_time_and_tokens(own_runs):
+def test_training_curves_against_time_and_progress(own_runs):
     curves = [read_curve(p) for p in find_metrics(own_runs)]
     assert len(curves) == 1 and curves[0].target == pytest.approx(4.955)
-    assert len(curves[0].losses) == 40 and len(curves[0].evals) == 4
-    for axis in ("time", "tokens"):
+    # the log's target names the metric (the first form of the log names none: its benchmark's, log perplexity)
+    (metric,) = curves[0].metrics
+    assert metric.direction == "lower" and "log perplexity" in metric.shown
+    assert curves[0].unit == "tokens"  # the first form of the metrics file counts tokens
+    assert len(curves[0].losses) == 40 and len(curves[0].evals[metric.name]) == 4
+    for axis in ("time", "progress"):
         figure = plots.training_curves(curves, axis)
         check_png(figure)
         target_lines = [line for line in figure.axes[1].lines if line.get_label() == "target 4.955"]
         assert target_lines
+        assert figure.axes[1].get_ylabel() == f"{metric.shown} (lower is better)"
+        assert figure.axes[1].get_xlabel() == ("time since run start (minutes)" if axis == "time" else "tokens trained")
 
 
 def test_nothing_to_draw_gives_no_figure():
@@ -100,7 +106,7 @@ def test_dollar_signs_in_names_do_not_break_drawing(view):
     check_png(plots.run_spread(rows, view.runs))
 
 
-@pytest.mark.parametrize("line, said", [('{"step": 0, "time_s": 1, "loss": 2}', "no 'tokens'"),
+@pytest.mark.parametrize("line, said", [('{"step": 0, "time_s": 1, "loss": 2}', "no 'units'"),
                                         ("not json", "Expecting value")])
 def test_a_damaged_metrics_file_is_a_one_line_error(tmp_path, line, said):
     from trainclock.errors import DataError

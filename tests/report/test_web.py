@@ -51,3 +51,13 @@ def test_the_server_is_read_only(client):
     http, _ = client
     assert http.post("/api/entries").status_code == 405
     assert http.delete("/").status_code == 405
+
+
+def test_api_entries_carry_each_benchmarks_unit_and_metrics(client):
+    http, _ = client
+    entries = http.get("/api/entries").get_json()["entries"]
+    bert = next(e for e in entries if e["benchmark"] == "bert")
+    gpt3 = next(e for e in entries if e["benchmark"] == "gpt3")
+    assert bert["progress_unit"] == "samples" and gpt3["progress_unit"] == "tokens"
+    assert [(m["name"], m["direction"]) for m in bert["metrics"]] == [("mlm accuracy", "higher")]
+    assert [(m["name"], m["direction"]) for m in gpt3["metrics"]] == [("log perplexity", "lower")]

@@ -94,7 +94,7 @@ def test_throughput_per_accelerator_from_the_logs(stored, shared_reviews):
     (comparison,) = compare(entries, runs)
     rows = {row.entry.system: row for row in comparison.rows}
     for review in (r for r in shared_reviews if r.context.round == "3.0"):
-        rates = [run.tokens_to_converge / (run.time_to_train_ms / 1000) for run in review.runs]
+        rates = [run.units_to_converge / (run.time_to_train_ms / 1000) for run in review.runs]
         row = rows[review.system]
         assert row.unit == "tokens" and row.throughput == pytest.approx(sum(rates) / len(rates), rel=1e-12)
         assert row.per_accelerator == pytest.approx(row.throughput / review.accelerators, rel=1e-12)

@@ -48,12 +48,14 @@ def test_the_store_keeps_the_review_exactly(db_url, shared_reviews):
         assert entry.rcp_status == review.rcp.status
         assert [r.minutes for r in entry.stored_runs] == [r.minutes for r in review.runs]
         assert [r.passed for r in entry.stored_runs] == [r.passed for r in review.runs]
-        assert [r.tokens_to_converge for r in entry.stored_runs] == [r.tokens_to_converge for r in review.runs]
+        assert [r.units_to_converge for r in entry.stored_runs] == [r.units_to_converge for r in review.runs]
+        assert [r.progress_unit for r in entry.stored_runs] == [r.progress_unit for r in review.runs]
+        assert [r.metrics for r in entry.stored_runs] == [[m.as_json() for m in r.metrics] for r in review.runs]
         assert [r.samples_to_converge for r in entry.stored_runs] == [r.samples_to_converge for r in review.runs]
         assert [r.errors for r in entry.stored_runs] == [len(r.errors) for r in review.runs]
     coreweave = stored[("3.0", "NVIDIA+CoreWeave", "coreweave_hgxh100_n448_ngc23.04_pytorch", "gpt3")]
     assert coreweave.score_minutes == pytest.approx(10.940417, abs=1e-6)
-    assert [r.tokens_to_converge for r in coreweave.stored_runs] == [1_211_105_280.0] * 3  # the published figures
+    assert [r.units_to_converge for r in coreweave.stored_runs] == [1_211_105_280.0] * 3  # the published figures
     bert = stored[("3.1", "NVIDIA", "eos_n8_ngc23.04_pytorch", "bert")]
     assert [r.status for r in bert.stored_runs].count("aborted") == 1
     assert bert.score_minutes == pytest.approx(0.898131, abs=1e-6)

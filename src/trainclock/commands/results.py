@@ -79,22 +79,23 @@ def _show(args) -> int:
 def _compare(args) -> int:
     from trainclock.errors import UsageError
     from trainclock.results.compare import compare
-    from trainclock.results.queries import list_entries, run_stats, select_entries
+    from trainclock.results.queries import best_quality, list_entries, run_stats, select_entries
     from trainclock.results.render import print_comparisons
 
     def load(session):
         where = _filter(args)
         entries = select_entries(session, args.entries, where) if args.entries else list_entries(session, where)
-        return entries, run_stats(session, [e.id for e in entries])
+        ids = [e.id for e in entries]
+        return entries, run_stats(session, ids), best_quality(session, ids)
 
-    entries, runs = _read(args, load, "comparing entries")
+    entries, runs, best = _read(args, load, "comparing entries")
     if args.entries and len(entries) < 2:
         raise UsageError(f"{' '.join(args.entries)!r} names {len(entries)} entry; compare needs two or more: "
                          "add another id or name (`trainclock results list` shows them)")
     if not entries:
         raise UsageError("no stored entry matches; import results with `trainclock results import PATH`, "
                          "or loosen the filters")
-    print_comparisons(compare(entries, runs))
+    print_comparisons(compare(entries, runs, best))
     return 0
 
 

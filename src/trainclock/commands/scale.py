@@ -44,9 +44,9 @@ def register(sub) -> None:
 
 def main(args) -> int:
     from trainclock import sweep
-    from trainclock.workloads.gpt3.spec import get_member
+    from trainclock.workloads import registry
 
-    get_member(args.benchmark)
+    _, member = registry.member(args.benchmark)  # an unknown name fails here, before any run
     check_run_args(args.benchmark, args.run_args, _OWNED)
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little") % (2**31)
     plan = sweep.SweepPlan(benchmark=args.benchmark, sizes=sweep.parse_sizes(args.nproc), repeats=args.repeats,
@@ -57,15 +57,15 @@ def main(args) -> int:
                   f"{plan.repeats} run(s) each, seeds {seed}..{seed + plan.repeats - 1}")
     result = sweep.run_sweep(plan, on_run=lambda m: console.print(
         f"[dim]{m.nproc} process(es), repeat {m.repeat + 1}: {m.status}, {m.time_to_train_s:.1f} s, "
-        f"{m.tokens_per_s:,.0f} tokens/s[/dim]"))
-    print_table(result, console)
+        f"{m.units_per_s:,.0f} {member.unit}/s[/dim]"))
+    print_table(result, console, unit=member.unit)
     json_path, csv_path = sweep.save(result)
     # paths whole on one line, to copy; no markup, since a path may hold [brackets]
     console.print(f"saved {json_path} and {csv_path}", soft_wrap=True, markup=False)
     return 0
 
 
-def print_table(result, console: Console | None = None) -> None:
+def print_table(result, console: Console | None = None, unit: str = "samples") -> None:
     """The sweep's table: one row per process count."""
     console = table_console(console)
     rows = result.rows
@@ -73,12 +73,12 @@ def print_table(result, console: Console | None = None) -> None:
     growth = "1 (the same CPU threads, split)" if result.plan.cpu_threads else f"(N / {base})"
     table = Table(title=f"{result.plan.benchmark} scaling",
                   caption=f"TTT: time-to-train (run_stop - run_start), mean of the runs; efficiency: "
-                          f"(T({base}) / T(N)) / {growth}, T = time per token (thr.) or TTT")
+                          f"(T({base}) / T(N)) / {growth}, T = time per {unit.rstrip('s')} (thr.) or TTT")
     # short headers: the table must fit an 80-column terminal
-    for name in ("procs", "reached\ntarget", "tokens/s", "TTT (s)", "speedup\n(TTT)", "thr. eff.", "TTT eff."):
+    for name in ("procs", "reached\ntarget", f"{unit}/s", "TTT (s)", "speedup\n(TTT)", "thr. eff.", "TTT eff."):
         table.add_column(name, justify="right")
     for row in rows:
-        table.add_row(str(row.nproc), f"{row.successes}/{row.runs}", f"{row.tokens_per_s:,.0f}",
+        table.add_row(str(row.nproc), f"{row.successes}/{row.runs}", f"{row.units_per_s:,.0f}",
                       f"{row.time_to_train_s:,.1f}", f"{row.speedup:.2f}x", f"{row.throughput_efficiency:.1%}",
                       f"{row.time_to_train_efficiency:.1%}")
     if any(row.successes < row.runs for row in rows):

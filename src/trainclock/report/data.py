@@ -12,7 +12,8 @@ from sqlalchemy.orm import Session, selectinload
 from trainclock.results.compare import Comparison, compare
 from trainclock.results.db import Store, read
 from trainclock.results.models import Entry
-from trainclock.results.queries import EntryFilter, EntryRow, RunStats, list_entries, run_stats
+from trainclock.results.queries import EntryFilter, EntryRow, RunStats, best_quality, list_entries, run_stats
+from trainclock.review.benchmarks import Metric, describe, metrics_from_json
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,19 @@ class Board:
     round: str
     rows: list[EntryRow]
 
+    @property
+    def metrics(self) -> tuple[Metric, ...]:
+        """The benchmark's quality metrics, with their direction (from its entries)."""
+        return next((row.quality for row in self.rows if row.quality), ())
+
+    @property
+    def quality(self) -> str:
+        return describe(self.metrics)
+
+    @property
+    def progress_unit(self) -> str | None:
+        return next((row.progress_unit for row in self.rows if row.progress_unit), None)
+
 
 @dataclass
 class StoreView:
@@ -31,6 +45,11 @@ class StoreView:
     entries: dict[int, Entry]  # by id, with system_row and runs loaded
     runs: dict[int, list[RunStats]]
     comparisons: list[Comparison]
+    best: dict[int, dict[str, float]]  # per entry, the best quality its passed runs reached, by metric
+
+    def entry_metrics(self, entry_id: int) -> tuple[Metric, ...]:
+        entry = self.entries.get(entry_id)
+        return metrics_from_json(entry.metrics) if entry is not None else ()
 
     @property
     def boards(self) -> list[Board]:
@@ -49,4 +68,5 @@ def _load(session: Session, where: EntryFilter) -> StoreView:
     entries = {e.id: e for e in session.scalars(
         select(Entry).where(Entry.id.in_(ids)).options(selectinload(Entry.system_row), selectinload(Entry.runs)))}
     runs = run_stats(session, ids)
-    return StoreView(where, rows, entries, runs, compare(rows, runs))
+    best = best_quality(session, ids)
+    return StoreView(where, rows, entries, runs, compare(rows, runs, best), best)

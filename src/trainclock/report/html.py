@@ -75,11 +75,7 @@ def pictures(inputs: ReportInputs) -> list[Picture]:
         Picture("run-spread", "Runs around each score", plots.run_spread(view.rows, view.runs),
                 "no run with a time-to-train"),
     ]
-    no_runs = "no trainclock run with a metrics file: give --runs DIR (the --out of `trainclock run`)"
-    found += [Picture("own-runs-time", "Own runs: loss and validation vs time",
-                      plots.training_curves(inputs.own_runs, "time"), no_runs),
-              Picture("own-runs-tokens", "Own runs: loss and validation vs tokens",
-                      plots.training_curves(inputs.own_runs, "tokens"), no_runs)]
+    found += own_run_pictures(inputs.own_runs)
     found += [Picture(f"planner-{i}", f"Planner: {c.member} on {c.accelerator}",
                       plots.planner_vs_measured(c, view.rows, view.runs), f"{c.path} has no points")
               for i, c in enumerate(inputs.planner_curves)]
@@ -89,13 +85,30 @@ def pictures(inputs: ReportInputs) -> list[Picture]:
     return found
 
 
+OWN_RUNS = "own-runs"  # the name prefix of the own-run pictures
+
+
+def own_run_pictures(curves: Sequence[RunCurve]) -> list[Picture]:
+    """Two plots (vs time, vs progress) per group of runs with one progress unit and one set of
+    quality metrics: own-runs-<i>-time and own-runs-<i>-progress."""
+    groups = plots.curve_groups(curves)
+    if not groups:
+        no_runs = "no trainclock run with a metrics file: give --runs DIR (the --out of `trainclock run`)"
+        return [Picture(f"{OWN_RUNS}-0-time", "Own runs: loss and quality vs time", None, no_runs)]
+    return [Picture(f"{OWN_RUNS}-{i}-{axis}", f"Own runs ({group.title}): loss and quality vs {shown}",
+                    plots.training_curves(group.curves, axis), "no run of this kind has a loss or an evaluation")
+            for i, group in enumerate(groups)
+            for axis, shown in (("time", "time"), ("progress", group.unit))]
+
+
 def render_report(inputs: ReportInputs, shown: Sequence[Picture], template: str = "report.html.j2",
                   generated: str | None = None, **extra: object) -> str:
     """The report's HTML; the web page renders its own template (page.html.j2, with filters) the same way."""
     generated = generated or datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return environment().get_template(template).render(
         view=inputs.view, db_url=inputs.db_url, own_runs=inputs.own_runs, planner_curves=inputs.planner_curves,
-        pictures={p.name: p for p in shown}, generated=generated, **extra)
+        pictures={p.name: p for p in shown}, own_pictures=[p for p in shown if p.name.startswith(OWN_RUNS)],
+        generated=generated, **extra)
 
 
 def write_report(inputs: ReportInputs, out_dir: Path) -> tuple[Path, list[Path]]:

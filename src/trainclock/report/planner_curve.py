@@ -11,9 +11,6 @@ from typing import Any
 from trainclock.errors import DataError
 from trainclock.results.queries import EntryRow
 
-# the MLPerf benchmark a GPT-3 member stands for in the store (other members are stored under their own name)
-MLPERF_MEMBER = {"gpt3-175b": "gpt3"}
-
 
 @dataclass(frozen=True)
 class PredictedPoint:
@@ -31,10 +28,13 @@ class PlannerCurve:
     calibration: str
     price: str | None  # as given to the planner (--price), when it priced the curve
     points: list[PredictedPoint]
+    # the name its entries have in the store: the MLPerf key for a benchmark's full-size member
+    # (the curve's "benchmark", saved by the planner), else the member's own name
+    stored_as: str | None = None
 
     @property
     def benchmark(self) -> str:
-        return MLPERF_MEMBER.get(self.member, self.member)
+        return self.stored_as or self.member
 
     def measured(self, rows: list[EntryRow]) -> list[EntryRow]:
         """Entries of the same benchmark on the same kind of accelerator: the catalogue's family
@@ -54,9 +54,13 @@ def load_planner_curve(path: Path) -> PlannerCurve:
                                  float(p["time_to_train_efficiency"]), p.get("cost_per_run"))
                   for p in data["points"]]
         return PlannerCurve(path, str(data["member"]), str(data["accelerator"]), str(data.get("calibration", "")),
-                            data.get("price"), points)
+                            data.get("price"), points, _text_or_none(data.get("benchmark")))
     except OSError as e:
         raise DataError(f"cannot read --plan {path}: {e.strerror}") from None
     except (ValueError, KeyError, TypeError) as e:
         raise DataError(f"--plan {path} is not a saved planner curve ({type(e).__name__}: {e}); "
                         "write one with `trainclock plan MEMBER --accelerator ID --sweep N1,N2 --save FILE.json`") from None
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -46,28 +46,60 @@ def save_figure(figure: Figure, stem: Path) -> list[Path]:
     return written
 
 
+@dataclass(frozen=True)
+class CurveGroup:
+    """Runs drawn together: the same progress unit and quality metrics (one benchmark's runs)."""
+
+    unit: str
+    metric_names: tuple[str, ...]
+    curves: list[RunCurve]
+
+    @property
+    def title(self) -> str:
+        first = self.curves[0]
+        shown = [(first.metric(name).shown if first.metric(name) else name) for name in self.metric_names]
+        return f"{' and '.join(shown) or 'loss'}, progress in {self.unit}"
+
+
+def curve_groups(curves: Sequence[RunCurve]) -> list[CurveGroup]:
+    """The runs by (progress unit, metrics), in the order first met: one plot each, since two
+    benchmarks share neither an x axis nor a quality axis."""
+    groups: dict[tuple, list[RunCurve]] = {}
+    for curve in curves:
+        groups.setdefault((curve.unit, tuple(curve.metric_names)), []).append(curve)
+    return [CurveGroup(unit, names, members) for (unit, names), members in groups.items()]
+
+
 def training_curves(curves: Sequence[RunCurve], x_axis: str) -> Figure | None:
-    """Training loss and validation log perplexity against time (x_axis "time") or tokens, with
-    each run's quality target as a dashed line."""
+    """Training loss and each quality metric (one panel each, labelled with its direction)
+    against time (x_axis "time") or progress in the runs' unit ("progress"), with each run's
+    target for the metric as a dashed line. The curves should be one CurveGroup."""
     if not any(c.losses or c.evals for c in curves):
         return None
-    figure, (loss_axes, eval_axes) = _figure(columns=2)
-    x_of = (lambda p: p.time_s / 60) if x_axis == "time" else (lambda p: p.tokens)
-    x_label = "time since run start (minutes)" if x_axis == "time" else "tokens trained"
+    names = list(dict.fromkeys(name for c in curves for name in c.metric_names))
+    figure, (loss_axes, *eval_axes) = _figure(columns=1 + len(names))
+    unit = curves[0].unit
+    x_of = (lambda p: p.time_s / 60) if x_axis == "time" else (lambda p: p.units)
+    x_label = "time since run start (minutes)" if x_axis == "time" else f"{unit} trained"
     for curve in curves:
         line, = loss_axes.plot([x_of(p) for p in curve.losses], [p.value for p in curve.losses],
                                label=_text(curve.label), linewidth=1)
-        eval_axes.plot([x_of(p) for p in curve.evals], [p.value for p in curve.evals], marker="o",
-                       color=line.get_color(), label=_text(curve.label))
-    for target in sorted({c.target for c in curves if c.target is not None}):
-        for axes in (loss_axes, eval_axes):
+        for name, axes in zip(names, eval_axes):
+            points = curve.evals.get(name, [])
+            axes.plot([x_of(p) for p in points], [p.value for p in points], marker="o",
+                      color=line.get_color(), label=_text(curve.label))
+    loss_axes.set(title="training loss", xlabel=x_label, ylabel="loss")
+    for name, axes in zip(names, eval_axes):
+        metric = next((c.metric(name) for c in curves if c.metric(name)), None)
+        for target in sorted({c.metric(name).target for c in curves if c.metric(name) and c.metric(name).target is not None}):
             axes.axhline(target, linestyle="--", color="black", linewidth=1, label=f"target {target:g}")
-    loss_axes.set(title="training loss", xlabel=x_label, ylabel="loss (nats/token)")
-    eval_axes.set(title="validation", xlabel=x_label, ylabel="log perplexity (nats/token)")
-    if x_axis == "tokens":
-        for axes in (loss_axes, eval_axes):
+        shown = _text(metric.shown if metric else name)
+        axes.set(title=shown, xlabel=x_label,
+                 ylabel=f"{shown} ({metric.direction} is better)" if metric else shown)
+    if x_axis != "time":
+        for axes in (loss_axes, *eval_axes):
             axes.xaxis.set_major_formatter(EngFormatter(sep=""))  # 200k, 1M: whole numbers overlap on a half-width plot
-    eval_axes.legend(fontsize="small")
+    (eval_axes or [loss_axes])[-1].legend(fontsize="small")
     return figure
 
 

@@ -1,8 +1,10 @@
 """Side-by-side arithmetic for entries of one benchmark: per-accelerator throughput, speedup over
 the slowest, and scaling efficiency between sizes of one system family.
 
-Throughput is what the runs converged with: tokens (GPT-3) or samples to the quality target over
-time-to-train, averaged over the runs that passed review. Scaling efficiency follows the design
+Throughput is what the runs converged with: the progress to the quality target in the run's own
+unit (tokens, samples, ...) over time-to-train, averaged over the runs that passed review; for
+runs that count epochs or steps, which are no amount of data by themselves, samples where the log
+says how many. Quality is per metric, best in its direction (max where higher is better). Scaling efficiency follows the design
 notes, in both of their forms, since a larger global batch may need more data to converge:
   time-to-train:  efficiency(N -> kN) = (T(N) / T(kN)) / k
   throughput:     efficiency(N -> kN) = (throughput(kN) / throughput(N)) / k
@@ -11,18 +13,23 @@ notes, in both of their forms, since a larger global batch may need more data to
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 
+from trainclock.review.benchmarks import Metric
 from trainclock.results.queries import EntryRow, RunStats
+
+# progress units that count passes over the data or optimizer steps, not data: no throughput unit
+PASS_UNITS = ("epochs", "steps")
 
 
 @dataclass(frozen=True)
 class Compared:
     entry: EntryRow
-    unit: str | None  # "tokens" or "samples": what the throughput counts
+    unit: str | None  # "tokens", "samples", ...: what the throughput counts
     throughput: float | None  # units per second, whole system
     speedup: float | None  # over the group's baseline (score over score)
+    best: dict[str, float] = field(default_factory=dict)  # best quality reached, by metric name
 
     @property
     def per_accelerator(self) -> float | None:
@@ -57,36 +64,48 @@ class Comparison:
     rows: list[Compared]
     baseline: Compared | None  # the slowest scored entry, speedup 1
     scaling: list[Scaling]
+    metrics: tuple[Metric, ...] = ()  # the benchmark's quality metrics, with their direction
+    progress_unit: str | None = None
 
 
-def compare(entries: list[EntryRow], runs: dict[int, list[RunStats]]) -> list[Comparison]:
-    """One comparison per benchmark, in the order the benchmarks first appear."""
+def compare(entries: list[EntryRow], runs: dict[int, list[RunStats]],
+            best: dict[int, dict[str, float]] | None = None) -> list[Comparison]:
+    """One comparison per benchmark, in the order the benchmarks first appear; `best` is each
+    entry's best quality (queries.best_quality), where read."""
     by_benchmark: dict[str, list[EntryRow]] = defaultdict(list)
     for entry in entries:
         by_benchmark[entry.benchmark].append(entry)
-    return [_compare_benchmark(name, group, runs) for name, group in by_benchmark.items()]
+    return [_compare_benchmark(name, group, runs, best or {}) for name, group in by_benchmark.items()]
 
 
 def run_throughput(run: RunStats) -> tuple[str, float] | None:
     """(unit, units per second) of a run that passed and converged, else None."""
-    amount = run.tokens_to_converge if run.progress_unit == "tokens" else run.samples_to_converge
-    if not run.passed or amount is None or not run.time_to_train_ms or run.time_to_train_ms <= 0:
+    if not run.passed or not run.time_to_train_ms or run.time_to_train_ms <= 0:
         return None
-    return ("tokens" if run.progress_unit == "tokens" else "samples"), amount / (run.time_to_train_ms / 1000)
+    seconds = run.time_to_train_ms / 1000
+    if run.progress_unit and run.progress_unit not in PASS_UNITS and run.units_to_converge is not None:
+        return run.progress_unit, run.units_to_converge / seconds
+    if run.samples_to_converge is not None:
+        return "samples", run.samples_to_converge / seconds
+    return None
 
 
-def _compare_benchmark(benchmark: str, entries: list[EntryRow], runs: dict[int, list[RunStats]]) -> Comparison:
+def _compare_benchmark(benchmark: str, entries: list[EntryRow], runs: dict[int, list[RunStats]],
+                       best: dict[int, dict[str, float]]) -> Comparison:
     scored = [e for e in entries if _scored(e)]
     slowest = max(scored, key=lambda e: e.score_minutes, default=None)
     rows = []
     for entry in entries:
         measured = [m for m in map(run_throughput, runs.get(entry.id, [])) if m is not None]
         unit = measured[0][0] if measured else None
+        measured = [m for m in measured if m[0] == unit]  # rates in one unit only are averaged
         throughput = sum(rate for _, rate in measured) / len(measured) if measured else None
         speedup = slowest.score_minutes / entry.score_minutes if slowest and _scored(entry) else None
-        rows.append(Compared(entry, unit, throughput, speedup))
+        rows.append(Compared(entry, unit, throughput, speedup, best.get(entry.id, {})))
     baseline = next((row for row in rows if row.entry is slowest), None)
-    return Comparison(benchmark, rows, baseline, _scaling(rows))
+    described = next((e for e in entries if e.quality), None)
+    unit = next((e.progress_unit for e in entries if e.progress_unit), None)
+    return Comparison(benchmark, rows, baseline, _scaling(rows), described.quality if described else (), unit)
 
 
 def _scaling(rows: list[Compared]) -> list[Scaling]:

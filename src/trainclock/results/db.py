@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -25,6 +25,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModu
 from sqlalchemy.orm import Session
 
 from trainclock.errors import DataError, UsageError
+from trainclock.results.migrations import Upgrade, migrate
 from trainclock.storage import data_home
 
 DB_ENV = "TRAINCLOCK_DB"
@@ -74,15 +75,21 @@ class Store:
 def open_store(db: str | None = None) -> Store:
     """The store at `db` (a URL or a SQLite file path; None: see resolve_url), migrated to the
     current schema. Close it (or use it as a context manager) when done."""
-    from trainclock.results.migrations import migrate
-
     store = Store(*_engine(resolve_url(db)))
     try:
-        migrate(store)
+        migrate_store(store)
     except BaseException:
         store.close()
         raise
     return store
+
+
+def migrate_store(store: Store, upgrades: Sequence[Upgrade] | None = None) -> int:
+    """migrations.migrate, with a database failure as one line; returns the version found."""
+    try:
+        return migrate(store.engine, upgrades)
+    except DBAPIError as e:
+        raise database_error(e, store, "opening the results database") from None
 
 
 def _engine(text: str) -> tuple[Engine, URL]:

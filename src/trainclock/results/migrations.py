@@ -4,7 +4,16 @@ in order, each in the same transaction as its version row, so a failed upgrade c
 
 Changing the schema: edit models.py, append an upgrade function to UPGRADES that brings a
 database of the previous version to the new one (ALTER TABLE ...), and the version goes up by one.
-tests/results/test_migrations.py checks that both paths give the same tables.
+tests/results/test_migrations.py checks that both paths give the same tables, and upgrades a
+database written by the first schema's code (tests/results/fixtures/store_v1.sqlite).
+
+This module works on an engine and raises the driver's errors: db.open_store calls it and turns
+them into one-line messages (db imports migrations, never the other way round).
+
+Versions:
+  1  the first schema (GPT-3 only: runs.tokens_to_converge)
+  2  unit-neutral: runs.converged_at -> units_to_converge (tokens_to_converge folded in, dropped),
+     runs.units_per_sample, runs.metrics, entries.progress_unit, entries.metrics
 """
 
 from __future__ import annotations
@@ -12,39 +21,36 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, inspect, select, text
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy import JSON, Connection, Double, Engine, String, bindparam, inspect, select, text
+from sqlalchemy.types import TypeEngine
 
 from trainclock.errors import DataError
-from trainclock.results.db import Store, database_error
 from trainclock.results.models import Base, SchemaVersion
+from trainclock.results.unit_facts import entry_facts, run_facts
 
-# UPGRADES[i] brings a database from version i + 1 to version i + 2; version 1 is the first schema
 Upgrade = Callable[[Connection], None]
-UPGRADES: list[Upgrade] = []
 # any constant key: the lock that makes one process at a time create or upgrade a PostgreSQL schema
 POSTGRES_MIGRATION_LOCK = 0x7472_6331  # "trc1"
 
 
-def latest_version(upgrades: Sequence[Upgrade] = UPGRADES) -> int:
-    return 1 + len(upgrades)
+def latest_version(upgrades: Sequence[Upgrade] | None = None) -> int:
+    return 1 + len(UPGRADES if upgrades is None else upgrades)
 
 
-def migrate(store: Store, upgrades: Sequence[Upgrade] = UPGRADES) -> int:
-    """Bring the database to the latest version; returns the version it had before (0: new)."""
-    try:
-        with store.engine.connect() as conn:  # the common case, read only: already up to date
-            found = current_version(conn)
-        if found == latest_version(upgrades):
-            return found
-        # a write transaction, checking again inside it: on SQLite, BEGIN IMMEDIATE keeps other
-        # processes out; on PostgreSQL, whose DDL is transactional too, an advisory lock does
-        with store.engine.execution_options(write=True).begin() as conn:
-            if conn.dialect.name == "postgresql":
-                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": POSTGRES_MIGRATION_LOCK})
-            return _migrate(conn, upgrades)
-    except DBAPIError as e:
-        raise database_error(e, store, "opening the results database") from None
+def migrate(engine: Engine, upgrades: Sequence[Upgrade] | None = None) -> int:
+    """Bring the database to the latest version; returns the version it had before (0: new).
+    Raises the driver's DBAPIError, or DataError for a database that is not trainclock's."""
+    upgrades = UPGRADES if upgrades is None else upgrades
+    with engine.connect() as conn:  # the common case, read only: already up to date
+        found = current_version(conn)
+    if found == latest_version(upgrades):
+        return found
+    # a write transaction, checking again inside it: on SQLite, BEGIN IMMEDIATE keeps other
+    # processes out; on PostgreSQL, whose DDL is transactional too, an advisory lock does
+    with engine.execution_options(write=True).begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": POSTGRES_MIGRATION_LOCK})
+        return _migrate(conn, upgrades)
 
 
 def current_version(conn: Connection) -> int:
@@ -74,3 +80,46 @@ def _migrate(conn: Connection, upgrades: Sequence[Upgrade]) -> int:
 
 def _stamp(conn: Connection, version: int) -> None:
     conn.execute(SchemaVersion.__table__.insert().values(version=version, applied_at=datetime.now(UTC)))
+
+
+def _add_column(conn: Connection, table: str, column: str, type_: TypeEngine) -> None:
+    conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {type_.compile(dialect=conn.dialect)}"))
+
+
+def _v2_unit_neutral(conn: Connection) -> None:
+    """Version 1 -> 2: progress in the run's own unit instead of tokens, and the quality metrics
+    with their direction. Every row stays; the new columns are filled from what version 1 kept
+    (each run's header, progress unit and convergence point, its entry's MLPerf benchmark)."""
+    # converged_at was the progress at convergence in progress_unit; tokens_to_converge the same
+    # number for token-counting runs: one column keeps both
+    conn.execute(text("ALTER TABLE runs RENAME COLUMN converged_at TO units_to_converge"))
+    conn.execute(text("UPDATE runs SET units_to_converge = tokens_to_converge "
+                      "WHERE units_to_converge IS NULL AND tokens_to_converge IS NOT NULL"))
+    conn.execute(text("ALTER TABLE runs DROP COLUMN tokens_to_converge"))
+    _add_column(conn, "runs", "units_per_sample", Double())
+    _add_column(conn, "runs", "metrics", JSON())
+    _add_column(conn, "entries", "progress_unit", String(16))
+    _add_column(conn, "entries", "metrics", JSON())
+    runs = conn.execute(text("SELECT runs.id, runs.entry_id, runs.header, runs.progress_unit, runs.units_to_converge, "
+                             "runs.samples_to_converge, entries.mlperf_benchmark FROM runs "
+                             "JOIN entries ON entries.id = runs.entry_id ORDER BY runs.id")
+                        .columns(header=JSON())).all()
+    by_entry: dict[int, list[dict]] = {}
+    updates = []
+    for run in runs:
+        facts = run_facts(run.header if isinstance(run.header, dict) else {}, run.mlperf_benchmark,
+                          run.progress_unit, run.units_to_converge, run.samples_to_converge)
+        updates.append({"run_id": run.id, **facts})
+        by_entry.setdefault(run.entry_id, []).append(facts)
+    if updates:
+        conn.execute(text("UPDATE runs SET progress_unit = :progress_unit, units_per_sample = :units_per_sample, "
+                          "metrics = :metrics WHERE id = :run_id").bindparams(bindparam("metrics", type_=JSON())),
+                     updates)
+    entries = [{"entry_id": entry_id, **entry_facts(facts)} for entry_id, facts in by_entry.items()]
+    if entries:
+        conn.execute(text("UPDATE entries SET progress_unit = :progress_unit, metrics = :metrics WHERE id = :entry_id")
+                     .bindparams(bindparam("metrics", type_=JSON())), entries)
+
+
+# UPGRADES[i] brings a database from version i + 1 to version i + 2; version 1 is the first schema
+UPGRADES: list[Upgrade] = [_v2_unit_neutral]

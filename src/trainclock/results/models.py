@@ -3,6 +3,11 @@ one benchmark in one round), per run (one log), per evaluation and per complianc
 
 Unknown names in an entry's key are stored as "" rather than NULL: SQL treats NULLs as distinct, so
 a NULL would let the same entry in twice. Migrations (migrations.py) bring older databases here.
+
+Nothing here is about one benchmark: progress is counted in the run's own unit (progress_unit:
+tokens, samples, epochs, steps, ...) and quality in its own metrics, each with its direction,
+stored as JSON rows {"name", "direction": "higher"|"lower", "label"?, "target"?}
+(trainclock.review.benchmarks.Metric.as_json).
 """
 
 from __future__ import annotations
@@ -66,6 +71,8 @@ class Entry(Base):
     benchmark: Mapped[str]
     division: Mapped[str]
     mlperf_benchmark: Mapped[str | None]  # submission_benchmark of the logs
+    progress_unit: Mapped[str | None] = mapped_column(String(16))  # its runs' (the most common)
+    metrics: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)  # its runs' quality metrics
     system_id: Mapped[int | None] = mapped_column(ForeignKey("systems.id", ondelete="SET NULL"), index=True)
     availability: Mapped[str | None] = mapped_column(String(16))  # "cloud" or "onprem"
     status: Mapped[str | None]  # where availability came from: the system's status, else submission_status
@@ -99,10 +106,12 @@ class Run(Base):
     passed: Mapped[bool] = mapped_column(Boolean)  # complies with every rule and has a time-to-train
     time_to_train_ms: Mapped[float | None]
     minutes: Mapped[float | None]
-    progress_unit: Mapped[str | None] = mapped_column(String(16))
-    converged_at: Mapped[float | None]  # progress at the first evaluation that met the target
-    tokens_to_converge: Mapped[float | None]
-    samples_to_converge: Mapped[float | None]
+    progress_unit: Mapped[str | None] = mapped_column(String(16))  # "tokens", "samples", "epochs", "steps", ...
+    # progress (in progress_unit) at the first evaluation that met every quality target
+    units_to_converge: Mapped[float | None]
+    units_per_sample: Mapped[float | None]  # progress units in one training sample, where known (tokens: 2048)
+    samples_to_converge: Mapped[float | None]  # where the log says how its unit relates to samples
+    metrics: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)  # quality metrics, with direction and target
     global_batch_size: Mapped[int | None]
     submission_status: Mapped[str | None]
     errors: Mapped[int]

@@ -8,7 +8,9 @@ from sqlalchemy import Select, case, func, or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from trainclock.errors import UsageError
-from trainclock.results.models import Entry, Run, System
+from trainclock.review.benchmarks import Metric, metrics_from_json
+from trainclock.results.models import Entry, Eval, Run, System
+from trainclock.results.quality import best_values, eval_values
 from trainclock.results.records import CLOUD, ONPREM
 
 CPU = "cpu"  # --accelerator cpu: systems without accelerators
@@ -39,6 +41,12 @@ class EntryRow:
     runs_required: int | None
     runs: int
     passed_runs: int
+    progress_unit: str | None = None  # what its runs count progress in
+    metrics: list[dict] | None = None  # its quality metrics as stored (Metric.as_json rows)
+
+    @property
+    def quality(self) -> tuple[Metric, ...]:
+        return metrics_from_json(self.metrics)
 
 
 @dataclass(frozen=True)
@@ -49,7 +57,7 @@ class RunStats:
     passed: bool
     time_to_train_ms: float | None
     progress_unit: str | None
-    tokens_to_converge: float | None
+    units_to_converge: float | None  # in progress_unit
     samples_to_converge: float | None
 
 
@@ -91,11 +99,24 @@ def load_entry(session: Session, selector: str) -> Entry:
 
 def run_stats(session: Session, entry_ids: list[int]) -> dict[int, list[RunStats]]:
     stats: dict[int, list[RunStats]] = {entry_id: [] for entry_id in entry_ids}
-    stmt = select(Run.entry_id, Run.passed, Run.time_to_train_ms, Run.progress_unit, Run.tokens_to_converge,
+    stmt = select(Run.entry_id, Run.passed, Run.time_to_train_ms, Run.progress_unit, Run.units_to_converge,
                   Run.samples_to_converge).where(Run.entry_id.in_(entry_ids)).order_by(Run.entry_id, Run.run_index)
     for row in session.execute(stmt):
         stats[row.entry_id].append(RunStats(*row))
     return stats
+
+
+def best_quality(session: Session, entry_ids: list[int]) -> dict[int, dict[str, float]]:
+    """Per entry, the best value each of its quality metrics reached in a run that passed review,
+    in the metric's direction."""
+    points: dict[int, list[dict[str, float]]] = {entry_id: [] for entry_id in entry_ids}
+    metrics: dict[int, tuple[Metric, ...]] = {}
+    stmt = (select(Run.entry_id, Run.metrics, Eval.value, Eval.value_json, Eval.metric)
+            .join(Eval, Eval.run_id == Run.id).where(Run.entry_id.in_(entry_ids), Run.passed))
+    for row in session.execute(stmt):
+        run_metrics = metrics.setdefault(row.entry_id, metrics_from_json(row.metrics))
+        points[row.entry_id].append(eval_values(row.value, row.value_json, row.metric, run_metrics))
+    return {entry_id: best_values(found, metrics.get(entry_id, ())) for entry_id, found in points.items()}
 
 
 def _entry_rows() -> Select:
@@ -105,7 +126,7 @@ def _entry_rows() -> Select:
     return (select(Entry.id, Entry.round, Entry.org, Entry.system, Entry.benchmark, Entry.mlperf_benchmark,
                    Entry.division, Entry.availability, System.accelerators, System.accelerator_model,
                    Entry.score_minutes, Entry.verdict, Entry.runs_required,
-                   func.coalesce(runs.c.runs, 0), func.coalesce(runs.c.passed, 0))
+                   func.coalesce(runs.c.runs, 0), func.coalesce(runs.c.passed, 0), Entry.progress_unit, Entry.metrics)
             .outerjoin(System, Entry.system_id == System.id)
             .outerjoin(runs, runs.c.entry_id == Entry.id)
             # scored entries fastest first, then the rest

@@ -18,6 +18,7 @@ from trainclock.errors import DataError
 from trainclock.review.entry import EntryReview
 from trainclock.review.json_files import accelerator_count
 from trainclock.review.run_review import RunReview
+from trainclock.results.unit_facts import entry_facts, metrics_json
 
 CLOUD, ONPREM = "cloud", "onprem"
 RUN_INDEX = re.compile(r"result_(\d+)\.txt")
@@ -86,8 +87,10 @@ def entry_record(entry: EntryReview) -> EntryRecord:
         "round_source": entry.context.round_source,
         "folder": str(entry.context.folder.resolve()),
     }
+    runs = [run_record(run) for run in entry.runs]
+    values.update(entry_facts([r.values for r in runs]))
     system = _system_record(entry.context.system_path, desc) if desc is not None and entry.context.system_path else None
-    return EntryRecord(_clean(key), _clean(values), system, [run_record(run) for run in entry.runs])
+    return EntryRecord(_clean(key), _clean(values), system, runs)
 
 
 def run_record(run: RunReview) -> RunRecord:
@@ -103,9 +106,10 @@ def run_record(run: RunReview) -> RunRecord:
         "time_to_train_ms": _number(run.time_to_train_ms),
         "minutes": _number(run.minutes),
         "progress_unit": run.progress_unit,
-        "converged_at": _number(run.converged_at),
-        "tokens_to_converge": _number(run.tokens_to_converge),
+        "units_to_converge": _number(run.units_to_converge),
+        "units_per_sample": _number(run.units_per_sample),
         "samples_to_converge": _number(run.samples_to_converge),
+        "metrics": metrics_json(run.metrics),
         "global_batch_size": _int64(run.global_batch_size),
         "submission_status": _first_text(run.header.get("submission_status")),
         "errors": len(run.errors),

@@ -11,11 +11,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from trainclock.console import table_console
-from trainclock.results.compare import Comparison, Compared
+from trainclock.results.compare import PASS_UNITS, Comparison, Compared
 from trainclock.results.importer import NEW, UNCHANGED, UPDATED, ImportReport
 from trainclock.results.models import Entry, Run
 from trainclock.results.queries import EntryRow
+from trainclock.results.quality import best_values, eval_values, shown_values
 from trainclock.results.records import CLOUD, ONPREM
+from trainclock.review.benchmarks import describe, metrics_from_json
 
 VERDICT_STYLE = {"valid": "green", "incomplete": "yellow"}
 WHERE = {CLOUD: "cloud", ONPREM: "on-prem"}
@@ -72,14 +74,18 @@ def print_entry(entry: Entry, console: Console | None = None, verbose: bool = Fa
     if system is not None:
         shown = system.fields if verbose else {k: system.fields.get(k) for k in SYSTEM_FIELDS_SHOWN}
         console.print("  system: " + "; ".join(f"{k} {escape(str(v))}" for k, v in shown.items() if v not in (None, "")))
+    metrics = metrics_from_json(entry.metrics)
+    if metrics:
+        console.print(f"  quality: {escape(describe(metrics))}")
     table = _table("Runs: time-to-train = run_stop - run_start")
-    unit = next((r.progress_unit for r in entry.runs if r.progress_unit), None) or "progress"
-    for column in ("run", "status", "review", "minutes", f"{unit} to target", "evals", "errors", "warnings"):
+    unit = entry.progress_unit or next((r.progress_unit for r in entry.runs if r.progress_unit), None) or "progress"
+    for column in ("run", "status", "review", "minutes", f"{unit} to target", "best quality", "evals", "errors",
+                   "warnings"):
         _column(table, column)
     for run in entry.runs:
         table.add_row(escape(run.file_name), escape(run.status), "[green]pass[/]" if run.passed else "[red]fail[/]",
-                      _minutes(run.minutes), _count(run.converged_at), str(len(run.evals)), str(run.errors),
-                      str(run.warnings))
+                      _minutes(run.minutes), _count(run.units_to_converge), escape(_run_best(run)),
+                      str(len(run.evals)), str(run.errors), str(run.warnings))
     console.print(table)
     for run in entry.runs:
         _print_run_details(run, console, verbose)
@@ -88,20 +94,25 @@ def print_entry(entry: Entry, console: Console | None = None, verbose: bool = Fa
 def print_comparisons(comparisons: Sequence[Comparison], console: Console | None = None) -> None:
     console = table_console(console)
     for comparison in comparisons:
-        unit = next((row.unit for row in comparison.rows if row.unit), "samples")
+        # epochs and steps are no amount of data: their throughput would be in samples, where known
+        fallback = comparison.progress_unit if comparison.progress_unit not in (None, *PASS_UNITS) else "samples"
+        unit = next((row.unit for row in comparison.rows if row.unit), fallback)
         base = comparison.baseline
         title = f"{comparison.benchmark}: score = official time-to-train in minutes" + (
-            f"; speedup over #{base.entry.id} {base.entry.system}" if base else "")
+            f"; speedup over #{base.entry.id} {base.entry.system}" if base else "") + (
+            f"; quality: {describe(comparison.metrics)}" if comparison.metrics else "")
         table = _table(escape(title))
+        best_columns = [f"best {m.shown} ({'max' if m.direction == 'higher' else 'min'})" for m in comparison.metrics]
         for column in ("id", "round", "org", "system", "where", "accelerators", "runs", "score (min)", "speedup",
-                       f"{unit}/s", f"{unit}/s per accel.", "verdict"):
+                       f"{unit}/s", f"{unit}/s per accel.", *best_columns, "verdict"):
             _column(table, column)
         for row in comparison.rows:
             e = row.entry
+            best = [_quality(row.best.get(m.name)) for m in comparison.metrics]
             table.add_row(f"#{e.id}", e.round, escape(e.org or "?"), escape(e.system or "?"),
                           WHERE.get(e.availability, "?"), _accelerators(e), f"{e.passed_runs}/{e.runs} passed",
                           _minutes(e.score_minutes), "—" if row.speedup is None else f"{row.speedup:.2f}×",
-                          _count(row.throughput), _count(row.per_accelerator), _verdict(e.verdict))
+                          _count(row.throughput), _count(row.per_accelerator), *best, _verdict(e.verdict))
         console.print(table)
         if comparison.scaling:
             _print_scaling(comparison, unit, console)
@@ -140,12 +151,23 @@ def _print_run_details(run: Run, console: Console, verbose: bool) -> None:
         console.print(f"    eval curve ({run.progress_unit or 'progress'}: value): {points}")
 
 
+def _run_best(run: Run) -> str:
+    """The best value the run reached of each of its metrics, in each one's direction."""
+    metrics = metrics_from_json(run.metrics)
+    points = [eval_values(p.value, p.value_json, p.metric, metrics) for p in run.evals]
+    return shown_values(best_values(points, metrics), metrics)
+
+
+def _quality(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4g}"
+
+
 def _table(title: str) -> Table:
     return Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), show_edge=False)
 
 
 def _column(table: Table, name: str) -> None:
-    names = name in ("org", "system", "benchmark", "family", "run", "accelerators")
+    names = name in ("org", "system", "benchmark", "family", "run", "accelerators", "best quality")
     # a narrow terminal folds the names onto more lines and never cuts a number short
     table.add_column(name, justify="left" if names or name in ("verdict", "where", "status", "review") else "right",
                      overflow="fold", no_wrap=not names)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -10,12 +11,16 @@ from typing import Any
 from trainclock.errors import DataError
 from trainclock.mllog.reader import Event, read_events
 from trainclock.review import compliance
+from trainclock.review.benchmarks import BenchmarkFacts, Metric, benchmark_facts, with_targets
 from trainclock.review.compliance import Finding, LogLine
 from trainclock.review.scoring import scoring_rule
 from trainclock.mllog.time_to_train import NoTimeToTrain, run_status, time_to_train_ms
 
 # where a log says how far training had got at an evaluation, in the result summarizer's order
 PROGRESS_FIELDS = ("samples_count", "epoch_num", "step_num")
+# trainclock's own header keys: one target event per quality metric, and the progress unit
+TARGET_KEY = "trainclock_target"
+UNIT_KEY = "trainclock_progress_unit"
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,11 @@ class RunReview:
     evals: tuple[EvalPoint, ...]  # the eval curve, in progress order
     converged_at: int | float | None  # progress at the first evaluation that met the quality target
     progress_unit: str | None  # "tokens", "samples", "steps", "epochs"; None for an unknown benchmark
+    # the quality metric(s) and their direction: the log's trainclock_target events, else the
+    # benchmark's facts (review/rules/benchmarks.yaml); empty for an unknown benchmark
+    metrics: tuple[Metric, ...] = ()
+    units_per_sample: float | None = None  # progress units in one training sample, where known
+    samples_per_unit: float | None = None  # training samples in one progress unit, where known
 
     @property
     def passed(self) -> bool:
@@ -73,18 +83,27 @@ class RunReview:
         return _positive_int(self.header.get("global_batch_size"))
 
     @property
+    def units_to_converge(self) -> int | float | None:
+        """Progress at the convergence point, in progress_unit."""
+        return self.converged_at if self.progress_unit else None
+
+    @property
     def samples_to_converge(self) -> float | None:
-        """Training samples (sequences, images) at the convergence point."""
-        if self.converged_at is None or self.progress_unit not in ("samples", "tokens"):
+        """Training samples (sequences, images) at the convergence point, where the log says
+        how its progress unit relates to samples."""
+        if self.converged_at is None or self.progress_unit is None:
             return None
         if self.progress_unit == "samples":
             return self.converged_at
-        seq_len = _positive_int(self.header.get("max_sequence_length"))
-        return self.converged_at / seq_len if seq_len else None
+        if self.units_per_sample:
+            return self.converged_at / self.units_per_sample
+        if self.samples_per_unit:
+            return self.converged_at * self.samples_per_unit
+        return None
 
     @property
     def tokens_to_converge(self) -> int | float | None:
-        """Tokens at the convergence point, for benchmarks that count in tokens (gpt3)."""
+        """Tokens at the convergence point, for benchmarks that count in tokens."""
         return self.converged_at if self.progress_unit == "tokens" else None
 
 
@@ -99,6 +118,7 @@ def review_log(path: Path, round_: str) -> RunReview:
     header = _header(events)
     benchmark = header.get("submission_benchmark")
     rule = scoring_rule(benchmark)
+    quality = log_quality(events, header)
     try:
         ttt = time_to_train_ms(events)
     except NoTimeToTrain:
@@ -113,8 +133,69 @@ def review_log(path: Path, round_: str) -> RunReview:
         findings=tuple(report.findings),
         evals=_eval_curve(events),
         converged_at=_converged_at(report.target_met),
-        progress_unit=rule.progress if rule else None,
+        progress_unit=quality.progress_unit or (rule.progress if rule else None),
+        metrics=quality.metrics,
+        units_per_sample=quality.units_per_sample,
+        samples_per_unit=quality.samples_per_unit,
     )
+
+
+@dataclass(frozen=True)
+class LogQuality:
+    """What a log says (or its benchmark's facts say) its progress and quality are measured in."""
+
+    progress_unit: str | None
+    units_per_sample: float | None
+    samples_per_unit: float | None
+    metrics: tuple[Metric, ...]
+
+
+def log_quality(events: list[Event], header: dict[str, Any] | None = None) -> LogQuality:
+    """The progress unit and quality metrics of one log's events: its own trainclock keys, else
+    the facts of its submission_benchmark."""
+    header = _header(events) if header is None else header
+    facts = benchmark_facts(header.get("submission_benchmark"))
+    unit, units_per_sample = _progress_unit(events, header, facts)
+    samples_per_unit = _header_number(header, facts.samples_per_unit) if facts and facts.samples_per_unit else None
+    return LogQuality(unit, units_per_sample, samples_per_unit, _metrics(events, facts))
+
+
+def _before_run_start(events: list[Event]) -> Iterator[Event]:
+    """The header's events: those before run_start."""
+    for e in events:
+        if e.key == "run_start":
+            return
+        yield e
+
+
+def _metrics(events: list[Event], facts: BenchmarkFacts | None) -> tuple[Metric, ...]:
+    """The log's own quality targets (trainclock_target: one event per metric, all to hold at one
+    evaluation), else the benchmark's facts."""
+    targets = [(_str_or_none(e.metadata.get("metric")), _str_or_none(e.metadata.get("direction")), float(e.value))
+               for e in _before_run_start(events) if e.key == TARGET_KEY and _finite(e.value)]
+    return with_targets(facts.metrics if facts else (), targets)
+
+
+def _progress_unit(events: list[Event], header: dict[str, Any],
+                   facts: BenchmarkFacts | None) -> tuple[str | None, float | None]:
+    """(unit, units per sample): the log's trainclock_progress_unit, else the benchmark's facts
+    (an old trainclock gpt3 log has no unit event: its benchmark counts tokens)."""
+    event = next((e for e in _before_run_start(events) if e.key == UNIT_KEY and isinstance(e.value, str)), None)
+    if event is not None and event.value:
+        per_sample = event.metadata.get("per_sample")
+        return event.value, float(per_sample) if _finite(per_sample) and per_sample > 0 else None
+    if facts is None:
+        return None, None
+    return facts.progress, _header_number(header, facts.units_per_sample) if facts.units_per_sample else None
+
+
+def _header_number(header: dict[str, Any], key: str) -> float | None:
+    value = header.get(key)
+    return float(value) if _finite(value) and value > 0 else None
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _header(events: list[Event]) -> dict[str, Any]:

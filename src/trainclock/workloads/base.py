@@ -132,6 +132,7 @@ class Member:
     quality: tuple[QualityTarget, ...]
     target_source: str  # "mlperf", "measured: ...", "estimated: ..."
     description: str = ""  # shape in a few words
+    unit: str = "samples"  # the progress unit its throughput is counted in
 
 
 @dataclass(frozen=True)
@@ -180,6 +181,10 @@ class Workload(Protocol):
 
     def fetch_data(self) -> str | None:
         """Install the default data of the CPU members if missing; a line saying what was done."""
+        ...
+
+    def prepare_data(self, member: str, data: str | None, force: bool = False) -> str:
+        """Prepare a member's data (default or `data`) into its cache; a line saying what is there."""
         ...
 
     def cost(self, member: str) -> "WorkloadCost | None":

@@ -42,7 +42,8 @@ class GPT3Workload:
 
     def members(self) -> Sequence[Member]:
         return [Member(s.name, s.shape.parameter_count(), quality(s), s.target_source,
-                       f"{s.shape.n_layer} layers, d_model {s.shape.d_model}, {s.shape.n_head} heads, context {s.seq_len}")
+                       f"{s.shape.n_layer} layers, d_model {s.shape.d_model}, {s.shape.n_head} heads, context {s.seq_len}",
+                       unit="tokens")
                 for s in MEMBERS.values()]
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -65,6 +66,12 @@ class GPT3Workload:
 
     def fetch_data(self) -> str:
         return f"default corpus of the CPU members in {fetch_shakespeare()}"
+
+    def prepare_data(self, member: str, data: str | None, force: bool = False) -> str:
+        spec = get_member(member)
+        prepared = prepare(parse_source(data or spec.corpus), spec.shape.vocab_size, force=force)
+        return (f"{len(prepared.train):,} train and {len(prepared.val):,} validation tokens "
+                f"(vocabulary {prepared.vocab_size}) in {prepared.folder}")
 
     def cost(self, member: str):
         from trainclock.workloads.gpt3.cost import cost_model
@@ -136,11 +143,16 @@ def build_job(spec: GPT3Spec, data: str | None, seed: int, ctx: ParallelContext,
     def score(stats: EvalShard) -> dict[str, float]:
         return {METRIC: float(stats.sums["nll"] / stats.sums["tokens_rows"])}
 
-    s = spec.shape
+    return gpt3_job(spec, model, batch, evaluate, score, dataset=source.name, eval_sequences=n_eval)
+
+
+def gpt3_job(spec: GPT3Spec, model: torch.nn.Module, batch, evaluate, score, dataset: str,
+             eval_sequences: int) -> TrainJob:
+    """The job around a built model; tests build one with a stand-in model to write logs."""
     return TrainJob(
         name=spec.name,
         benchmark=spec.mlperf_benchmark,
-        division="closed" if spec.name == "gpt3-175b" and source.name == "c4" else "open",
+        division="closed" if spec.name == "gpt3-175b" and dataset == "c4" else "open",
         model=model,
         batch=batch,
         loss=lambda m, b: m(*b),
@@ -151,12 +163,12 @@ def build_job(spec: GPT3Spec, data: str | None, seed: int, ctx: ParallelContext,
         progress=Progress(unit="tokens", units_per_sample=spec.seq_len, log_key="epoch_num", log_in="units"),
         global_batch_size=spec.global_batch_size,
         micro_batch_size=spec.micro_batch_size,
-        flops_per_sample=s.flops_per_token(spec.seq_len) * spec.seq_len,
+        flops_per_sample=spec.shape.flops_per_token(spec.seq_len) * spec.seq_len,
         optimizer=optimizer(spec),
         eval_schedule=EvalSchedule(every=spec.eval_every_samples),
-        eval_samples=n_eval * spec.seq_len,  # MLPerf gpt3 logs eval_samples in tokens
+        eval_samples=eval_sequences * spec.seq_len,  # MLPerf gpt3 logs eval_samples in tokens
         max_samples=spec.max_samples,
-        log_keys=log_keys(spec, source.name),
+        log_keys=log_keys(spec, dataset),
     )
 
 

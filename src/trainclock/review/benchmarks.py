@@ -1,0 +1,100 @@
+"""Facts about the official MLPerf benchmarks that their logs leave unsaid (rules/benchmarks.yaml):
+each one's quality metric(s) with their direction, and what its progress count counts. Logs that
+state these themselves (trainclock's: trainclock_target, trainclock_progress_unit) win over them."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import yaml
+
+from trainclock.review.rulebook import OWN_RULES
+
+HIGHER, LOWER = "higher", "lower"
+DIRECTIONS = (HIGHER, LOWER)
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str  # as the log names it: a key of a dict value, or metadata "metric"
+    direction: str  # HIGHER or LOWER is better
+    label: str | None = None  # for people; the name when None
+    target: float | None = None  # the threshold, where the log states it
+
+    @property
+    def shown(self) -> str:
+        return self.label or self.name
+
+    def best(self, values: list[float]) -> float | None:
+        """The best of `values` in this metric's direction."""
+        return (max if self.direction == HIGHER else min)(values) if values else None
+
+    def as_json(self) -> dict:
+        row = {"name": self.name, "direction": self.direction}
+        if self.label:
+            row["label"] = self.label
+        if self.target is not None:
+            row["target"] = self.target
+        return row
+
+
+@dataclass(frozen=True)
+class BenchmarkFacts:
+    key: str  # the MLPerf benchmark key (submission_benchmark)
+    progress: str  # "tokens", "samples", "epochs", "steps"
+    metrics: tuple[Metric, ...]
+    units_per_sample: str | None = None  # header key: progress units in one training sample
+    samples_per_unit: str | None = None  # header key: training samples in one progress unit
+
+
+@functools.cache
+def _table() -> dict[str, BenchmarkFacts]:
+    raw = yaml.safe_load((OWN_RULES / "benchmarks.yaml").read_text())["benchmarks"]
+    return {key: BenchmarkFacts(key, row["progress"], tuple(Metric(**m) for m in row["metrics"]),
+                                row.get("units_per_sample"), row.get("samples_per_unit"))
+            for key, row in raw.items()}
+
+
+def benchmark_facts(key: object) -> BenchmarkFacts | None:
+    """The facts of an MLPerf benchmark key (submission_benchmark), None for any other value."""
+    return _table().get(key) if isinstance(key, str) else None
+
+
+def known_benchmarks() -> list[str]:
+    return list(_table())
+
+
+def with_targets(known: Sequence[Metric], targets: Sequence[tuple[str | None, str | None, float]]) -> tuple[Metric, ...]:
+    """The metrics a log's targets (name, direction, threshold) name, else `known` (the
+    benchmark's facts). A target without a direction is trainclock's first log form: one target
+    whose metric is the benchmark's one metric, or else a lower-is-better one (log perplexity)."""
+    found: dict[str, Metric] = {}
+    for name, direction, threshold in targets:
+        if direction in DIRECTIONS:
+            metric = Metric(name or "quality", direction, None, threshold)
+        elif len(known) == 1:
+            metric = replace(known[0], target=threshold)
+        else:
+            metric = Metric(name or "quality", LOWER, None, threshold)
+        found.setdefault(metric.name, metric)
+    return tuple(found.values()) or tuple(known)
+
+
+def metrics_from_json(rows: object) -> tuple[Metric, ...]:
+    """Metrics as stored (Metric.as_json rows); anything malformed is left out."""
+    if not isinstance(rows, list):
+        return ()
+    found = []
+    for row in rows:
+        if isinstance(row, dict) and isinstance(row.get("name"), str) and row.get("direction") in DIRECTIONS:
+            target = row.get("target")
+            found.append(Metric(row["name"], row["direction"], row.get("label") if isinstance(row.get("label"), str)
+                                else None, float(target) if isinstance(target, int | float) else None))
+    return tuple(found)
+
+
+def describe(metrics: tuple[Metric, ...] | list[Metric]) -> str:
+    """"masked-LM accuracy (higher is better)"; several joined with "and"."""
+    return " and ".join(f"{m.shown} ({m.direction} is better)" for m in metrics)

@@ -1,0 +1,134 @@
+"""The toy image classifier, a workload that lives only in tests/, goes through everything GPT-3
+does with no change outside tests/: `trainclock list`, a run to its higher-is-better target with
+images as units and epochs in the log, the official checker, review, the results store, a
+2-process run, resume after kill -9, and a whole entry with --runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from tests.official_checker import check
+from tests.workloads.helpers import log_path, records, start, toy_run, trainclock
+from trainclock.mllog.reader import read_events
+
+
+@pytest.fixture(scope="module")
+def one_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("toy-one")
+    proc = trainclock(*toy_run(out, "--seed", "3", "--db", f"sqlite:///{out}/store.sqlite"))
+    return out, proc
+
+
+def test_list_shows_both_workloads_with_metric_direction_and_target():
+    proc = trainclock("list")
+    assert proc.returncode == 0, proc.stderr
+    assert "toyvision-tiny" in proc.stdout and "top-1 accuracy >= 0.88" in proc.stdout
+    assert "gpt3-mini" in proc.stdout and "<= 5.189" in proc.stdout
+
+
+def test_trains_to_its_higher_is_better_target(one_run):
+    out, proc = one_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "run success" in proc.stdout and "images to target" in proc.stdout and "images/s" in proc.stdout
+    steps = [r for r in records(out) if "loss" in r]
+    evals = [r["eval"]["top-1 accuracy"] for r in records(out) if "eval" in r]
+    assert steps[-1]["loss"] < steps[0]["loss"] - 1.0
+    assert evals[-1] >= 0.88 and all(e < 0.88 for e in evals[:-1])
+    assert steps[-1]["units"] == steps[-1]["samples"]  # one image per sample
+
+
+def test_log_counts_epochs_and_passes_the_official_common_rules(one_run):
+    out, _ = one_run
+    log = log_path(out)
+    assert check(log) == []
+    events, problems = read_events(log)
+    assert not problems
+    header = {e.key: e for e in events}
+    assert header["submission_benchmark"].value == "resnet" and header["opt_name"].value == "sgd"
+    assert header["sgd_opt_momentum"].value == 0.9
+    target = header["trainclock_target"]
+    assert (target.value, target.metadata["metric"], target.metadata["direction"]) == (0.88, "top-1 accuracy", "higher")
+    assert header["trainclock_progress_unit"].value == "images"
+    accuracy = [e for e in events if e.key == "eval_accuracy"]
+    assert accuracy[0].metadata["epoch_num"] == 0.25  # a quarter of the 4,096 training images
+    stop = [e for e in events if e.key == "run_stop"][0]
+    assert stop.metadata["status"] == "success"
+
+
+def test_review_and_results_store_take_it(one_run):
+    out, _ = one_run
+    review = trainclock("review", str(log_path(out)))
+    assert review.returncode == 0, review.stdout + review.stderr
+    listed = trainclock("results", "list", "--benchmark", "toyvision-tiny", "--db", f"sqlite:///{out}/store.sqlite")
+    assert listed.returncode == 0 and "toyvision-tiny" in listed.stdout, listed.stdout + listed.stderr
+
+
+def test_two_processes_match_one(tmp_path):
+    one = trainclock(*toy_run(tmp_path / "one", "--seed", "4", "--max-samples", "1024"))
+    two = trainclock(*toy_run(tmp_path / "two", "--seed", "4", "--max-samples", "1024", "--nproc", "2"))
+    assert one.returncode in (0, 1) and two.returncode in (0, 1), two.stderr[-3000:]
+    curve = lambda out: [r["loss"] for r in records(out) if "loss" in r]  # noqa: E731
+    accuracy = lambda out: [r["eval"] for r in records(out) if "eval" in r]  # noqa: E731
+    assert len(curve(tmp_path / "one")) == 16
+    assert curve(tmp_path / "two") == pytest.approx(curve(tmp_path / "one"), rel=1e-4, abs=1e-5)
+    assert accuracy(tmp_path / "two") == accuracy(tmp_path / "one")  # gathered over ranks: the same set
+
+
+def test_resume_after_kill_9_continues_the_run_with_its_seed(tmp_path):
+    """No --seed on either command: the resume takes the checkpoint's seed instead of refusing it."""
+    victim = start(*toy_run(tmp_path, "--checkpoint-every", "8", "--max-samples", "4096"))
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob("checkpoints/*/toyvision-tiny/result_0/step_*")):
+        assert time.monotonic() < deadline and victim.poll() is None, "no checkpoint was written"
+        time.sleep(0.01)
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait()
+    resumed = trainclock(*toy_run(tmp_path, "--checkpoint-every", "8", "--max-samples", "4096", "--resume"))
+    assert resumed.returncode in (0, 1), resumed.stderr[-3000:]
+    assert "torch.distributed is disabled" not in resumed.stderr + resumed.stdout
+    events, _ = read_events(log_path(tmp_path))
+    assert [e.key for e in events].count("seed") == 1 and any(e.key == "trainclock_resumed" for e in events)
+    differing = trainclock(*toy_run(tmp_path, "--resume", "--gbs", "32"))
+    assert differing.returncode == 2
+
+
+@pytest.mark.slow
+def test_runs_make_an_entry_scored_by_the_review(tmp_path):
+    proc = trainclock(*toy_run(tmp_path, "--runs", "5", "--seed", "20"), timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    from trainclock.mllog.time_to_train import time_to_train_ms
+    from trainclock.review.scoring import olympic_mean
+
+    minutes = []
+    seeds = []
+    for i in range(5):
+        events, _ = read_events(log_path(tmp_path, i))
+        minutes.append(time_to_train_ms(events) / 60000)
+        seeds.append(next(e.value for e in events if e.key == "seed"))
+    assert seeds == [20, 21, 22, 23, 24]
+    score = olympic_mean(minutes, drop=1)
+    assert f"entry score {score:.4f} min" in proc.stdout
+
+
+def test_html_report_and_served_page_label_it_from_the_workload(one_run, tmp_path):
+    out, _ = one_run
+    db = f"sqlite:///{out}/store.sqlite"
+    report = trainclock("report", "--db", db, "--out", str(tmp_path / "report"), "--runs", str(out))
+    assert report.returncode == 0, report.stdout + report.stderr
+    html = "\n".join(p.read_text() for p in (tmp_path / "report").glob("*.html"))
+    assert "toyvision-tiny" in html and "top-1 accuracy" in html and "images" in html
+    assert "log perplexity" not in html  # nothing of GPT-3's labels on a store without GPT-3
+
+    from trainclock.report.web import create_app
+    from trainclock.results.db import open_store
+
+    with open_store(db) as store:
+        http = create_app(store, runs_dir=out).test_client()
+        page = http.get("/?benchmark=toyvision-tiny").get_data(as_text=True)
+        entries = http.get("/api/entries").get_json()["entries"]
+    assert "toyvision-tiny" in page and "top-1 accuracy" in page
+    assert [e["benchmark"] for e in entries] == ["toyvision-tiny"]

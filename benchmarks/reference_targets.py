@@ -26,26 +26,24 @@ from trainclock.storage import atomic_write_text
 from trainclock.device import system
 from trainclock.train.loop import TrainOptions
 from trainclock.train.run import RunRequest, execute
-from trainclock.workloads.gpt3 import benchmark
+from trainclock.workloads.base import RunSettings
+from trainclock.workloads.gpt3 import WORKLOAD
 from trainclock.workloads.gpt3.spec import get_member
 
-TARGETS = Path(benchmark.__file__).parent / "targets"
+TARGETS = Path(__import__("trainclock.workloads.gpt3", fromlist=["x"]).__file__).parent / "targets"
 
 
 def reference_run(name: str, seed: int, budget_tokens: int, out: Path) -> dict:
-    spec = get_member(name)
+    spec = replace(get_member(name), target_log_perplexity=0.0)  # never reached: the full curve
     device = torch.device("cpu")
     options = TrainOptions(device=device, max_samples=budget_tokens // spec.seq_len)
-    request = RunRequest(workload=name, out=out, seed=seed, options=options, progress=False)
-
-    def prepare(ctx, dev):
-        return replace(benchmark.build_job(spec, None, seed, ctx, dev), target=0.0)  # never reached: full curve
-
-    result = execute(request, prepare)
+    request = RunRequest(workload=WORKLOAD, spec=spec, settings=RunSettings(), out=out, seed=seed, options=options,
+                         progress=False)
+    result = execute(request)
     records = [json.loads(line) for line in result.metrics_path.read_text().splitlines()]
     precision = next(e.value for e in read_events(result.log_path)[0] if e.key == "trainclock_precision")
-    evals = [(r["time_s"], r["tokens"], r["eval"]) for r in records if "eval" in r]
-    return {"seed": seed, "precision": precision, "evals": evals, "tokens_per_s": round(result.tokens_per_s), "mfu": round(result.mfu, 4),
+    evals = [(r["time_s"], r["units"], next(iter(r["eval"].values()))) for r in records if "eval" in r]
+    return {"seed": seed, "precision": precision, "evals": evals, "tokens_per_s": round(result.units_per_s), "mfu": round(result.mfu, 4),
             "final_train_loss": round(result.outcome.final_loss, 4)}
 
 

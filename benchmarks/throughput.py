@@ -1,8 +1,8 @@
 """Training throughput and MFU of the GPT-3 members on this machine.
 
 For each member and mode (eager fp32 = the plain reference, eager bf16, compiled bf16) it runs
-the real training step of trainclock's loop (train.loop.train_step: forward, backward, clip,
-fused AdamW) on real token batches, and prints tokens/s, achieved FLOP/s (6N + 12*L*D*T per
+the real training step of trainclock's generic loop (train.loop.train_step over the gpt3 job:
+forward, backward, clip, fused AdamW) on real token batches, and prints tokens/s, achieved FLOP/s (6N + 12*L*D*T per
 token) and MFU against the machine's matmul peak (the faster of bf16 and fp32; bf16 on a CPU with
 bf16 instructions) measured right before and after that mode (the CPU
 is shared and its speed drifts, so every timing is paired with its own calibration).
@@ -18,16 +18,15 @@ import time
 
 import torch
 
+from trainclock.device.peak import matmul_peak_flops, resolve_precision
 from trainclock.distributed.context import single_process
 from trainclock.train.loop import train_step
-from trainclock.train.optim import build_optimizer
-from trainclock.device.peak import matmul_peak_flops, resolve_precision
-from trainclock.workloads.gpt3.benchmark import optim_config
 from trainclock.workloads.gpt3.data.batches import train_batch
 from trainclock.workloads.gpt3.data.prepare import prepare
 from trainclock.workloads.gpt3.data.sources import parse_source
 from trainclock.workloads.gpt3.model import GPT
 from trainclock.workloads.gpt3.spec import get_member
+from trainclock.workloads.gpt3.workload import gpt3_job
 
 MODES = {"fp32": (torch.float32, False), "bf16": (torch.bfloat16, False), "compiled": (torch.bfloat16, True)}
 
@@ -43,14 +42,15 @@ def measure(member: str, mode: str, steps: int, device: torch.device) -> dict:
     torch.manual_seed(0)
     model = GPT(spec.shape).to(device)
     runnable = torch.compile(model) if compiled else model
-    optimizer = build_optimizer(model, optim_config(spec))
+    job = gpt3_job(spec, runnable, None, None, None, dataset=spec.corpus, eval_sequences=spec.eval_sequences)
+    optimizer = job.optimizer.build(model)
     autocast = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if dtype == torch.bfloat16 else contextlib.nullcontext
 
     ctx = single_process()
 
     def step(i: int) -> None:
-        x, y = train_batch(data.train, 0, i, spec.global_batch_size, spec.seq_len)
-        train_step(runnable, optimizer, x, y, spec.micro_batch_size, spec.gradient_clip_norm, autocast, device, ctx)
+        batch = train_batch(data.train, 0, i, spec.global_batch_size, spec.seq_len)
+        train_step(job, optimizer, batch, spec.micro_batch_size, autocast, device, ctx)
 
     t0 = time.perf_counter()
     for i in range(3):  # warm-up: compilation, first-touch memory

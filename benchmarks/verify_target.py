@@ -19,10 +19,11 @@ from trainclock.storage import atomic_write_text
 from trainclock.train.loop import TrainOptions
 from trainclock.device.peak import matmul_peak_flops
 from trainclock.train.run import RunRequest, execute
-from trainclock.workloads.gpt3 import benchmark
+from trainclock.workloads.base import RunSettings
+from trainclock.workloads.gpt3 import WORKLOAD
 from trainclock.workloads.gpt3.spec import get_member
 
-TARGETS = Path(benchmark.__file__).parent / "targets"
+TARGETS = Path(__import__("trainclock.workloads.gpt3", fromlist=["x"]).__file__).parent / "targets"
 
 
 def main() -> None:
@@ -36,11 +37,11 @@ def main() -> None:
     runs = []
     with tempfile.TemporaryDirectory() as out:
         for seed in (int(s) for s in args.seeds.split(",")):
-            request = RunRequest(workload=spec.name, out=Path(out), seed=seed, options=TrainOptions(device=device),
-                                 progress=False)
-            result = execute(request, lambda ctx, dev: benchmark.build_job(spec, None, seed, ctx, dev))
+            request = RunRequest(workload=WORKLOAD, spec=spec, settings=RunSettings(), out=Path(out), seed=seed,
+                                 options=TrainOptions(device=device), progress=False)
+            result = execute(request)
             runs.append({"seed": seed, "status": result.outcome.status, "time_to_train_s": round(result.time_to_train_s, 1),
-                         "tokens": result.outcome.tokens, "tokens_per_s": round(result.tokens_per_s),
+                         "tokens": result.outcome.units, "tokens_per_s": round(result.units_per_s),
                          "mfu": round(result.mfu, 4), "bf16_peak_gflops": round(result.peak_flops / 1e9)})
             print(runs[-1])
     times = [r["time_to_train_s"] for r in runs]

@@ -29,3 +29,12 @@ def test_curves_unchanged(corpus_dir, tmp_path, layout):
         assert got["losses"] == pytest.approx(stored["losses"], rel=1e-4)
         assert [c for c, _ in got["evals"]] == [c for c, _ in stored["evals"]]
         assert [v for _, v in got["evals"]] == pytest.approx([v for _, v in stored["evals"]], rel=1e-4)
+
+
+@pytest.mark.parametrize("layout", ["1", "fsdp2"])
+def test_activation_checkpointing_recomputes_the_same_curve(corpus_dir, tmp_path, layout):
+    """Recomputing each block's activations in backward is the same arithmetic: the same losses,
+    also with FSDP2 (which must gather a block's weights again for the recomputation)."""
+    proc = run(curve_args(corpus_dir, tmp_path, *LAYOUTS[layout], "--activation-checkpointing"))
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert losses(tmp_path) == pytest.approx(GOLDEN["curves"][layout]["losses"], rel=1e-6)

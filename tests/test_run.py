@@ -135,6 +135,15 @@ BAD_INPUTS = {
     "too few micro-batches for 1f1b": (["run", "gpt3-tiny", "--nproc", "2", "--pp", "2", "--micro-batch", "32"],
                                        "needs at least pp = 2 micro-batches"),
     "more stages than layers": (["run", "gpt3-tiny", "--nproc", "2", "--pp", "2", "--vp", "3"], "exceed the 4 layers"),
+    # found by careless input (issue 11): tracebacks or silent acceptance before
+    "no processes": (["run", "gpt3-tiny", "--nproc", "0"], "--nproc must be positive"),
+    "no nodes": (["run", "gpt3-tiny", "--nnodes", "0"], "--nnodes must be positive"),
+    "negative seed": (["run", "gpt3-tiny", "--seed", "-1"], "--seed -1 is out of range"),
+    "huge seed": (["run", "gpt3-tiny", "--seed", "99999999999999999999999"], "is out of range"),
+    "zero micro-batch": (["run", "gpt3-tiny", "--micro-batch", "0"], "--micro-batch must be positive"),
+    "negative restarts": (["run", "gpt3-tiny", "--max-restarts", "-1"], "--max-restarts must be 0 or more"),
+    "no runs": (["run", "gpt3-tiny", "--runs", "0"], "--runs 0 is out of range"),
+    "node rank outside": (["run", "gpt3-tiny", "--nnodes", "2", "--node-rank", "2"], "--node-rank 2 must be"),
 }
 
 

@@ -24,3 +24,16 @@ def device(name: str):
 def positive(flag: str, value) -> None:
     if value is not None and not value > 0:
         raise UsageError(f"{flag} must be positive, got {value}")
+
+
+def not_negative(flag: str, value) -> None:
+    if value is not None and value < 0:
+        raise UsageError(f"{flag} must be 0 or more, got {value}")
+
+
+MAX_SEED = 2**31 - 1  # numpy's and torch's generators both take it; seeds are logged as ints
+
+
+def seed(value: int | None) -> None:
+    if value is not None and not 0 <= value <= MAX_SEED:
+        raise UsageError(f"--seed {value} is out of range; use 0 to {MAX_SEED}")

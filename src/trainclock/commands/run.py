@@ -69,8 +69,14 @@ def main(args) -> int:
     from trainclock.workloads import registry
 
     workload, member = registry.find(args.benchmark)
-    for flag in ("max_minutes", "max_samples", "checkpoint_every"):
+    for flag in ("max_minutes", "max_samples", "checkpoint_every", "nproc", "nnodes", "micro_batch"):
         checks.positive("--" + flag.replace("_", "-"), getattr(args, flag))
+    checks.not_negative("--max-restarts", args.max_restarts)
+    if not 0 <= args.node_rank < args.nnodes:
+        raise UsageError(f"--node-rank {args.node_rank} must be 0 to --nnodes - 1 = {args.nnodes - 1}")
+    checks.seed(args.seed)
+    if args.runs > 1 and args.seed is not None:
+        checks.seed(args.seed + args.runs - 1)
     if not 1 <= args.runs <= MAX_RUNS:
         raise UsageError(f"--runs {args.runs} is out of range; an entry takes 1 to {MAX_RUNS} runs")
     if args.runs > 1 and args.resume:

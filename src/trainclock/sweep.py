@@ -155,14 +155,15 @@ def measure(log: Path, nproc: int, repeat: int, seed: int) -> RunMeasurement:
 
 
 def training_throughput(metrics: Path) -> tuple[float, int]:
-    """Units (the workload's: tokens, images, ...) per second over the training steps (evaluations excluded), and the step count.
+    """Units (the workload's: tokens, images, ...) per second over the training steps (evaluations
+    excluded), and the step count.
     Rows are keyed by step, the last one winning: a resumed run may have written a step twice."""
     try:
         rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
     except (OSError, ValueError) as e:
         raise DataError(f"cannot read the metrics file {metrics}: {e}; rerun the benchmark") from None
-    # metrics files before the workload interface counted in tokens: "tokens", "units_per_s"
-    steps = {row["step"]: _units_row(row) for row in rows if "step" in row and ("units_per_s" in row or "units_per_s" in row)}
+    # metrics files before the workload interface counted in tokens: "tokens", "tokens_per_s"
+    steps = {row["step"]: _units_row(row) for row in rows if "step" in row and ("units_per_s" in row or "tokens_per_s" in row)}
     if not steps:
         raise DataError(f"{metrics} has no training steps; rerun the benchmark")
     units, seconds, previous = 0, 0.0, 0
@@ -177,7 +178,7 @@ def training_throughput(metrics: Path) -> tuple[float, int]:
 def _units_row(row: dict) -> dict:
     if "units_per_s" in row:
         return row
-    return {**row, "units": row["tokens"], "units_per_s": row["units_per_s"]}
+    return {**row, "units": row["tokens"], "units_per_s": row["tokens_per_s"]}
 
 
 def summarize(runs: list[RunMeasurement], fixed_hardware: bool = False) -> list[SizeRow]:

@@ -54,9 +54,9 @@ def write_run(log_path: Path, fake: FakeSize) -> None:
     log.finish()
     rows = []
     for step, seconds in enumerate(fake.step_seconds):
-        rows.append({"step": step, "samples": 32 * (step + 1), "tokens": TOKENS_PER_STEP * (step + 1),
-                     "loss": 5.0, "tokens_per_s": TOKENS_PER_STEP / seconds})
-    rows.append({"step": len(fake.step_seconds) - 1, "tokens": TOKENS_PER_STEP * len(fake.step_seconds), "eval": 4.9})
+        rows.append({"step": step, "samples": 32 * (step + 1), "units": TOKENS_PER_STEP * (step + 1),
+                     "loss": 5.0, "units_per_s": TOKENS_PER_STEP / seconds})
+    rows.append({"step": len(fake.step_seconds) - 1, "units": TOKENS_PER_STEP * len(fake.step_seconds), "eval": 4.9})
     log_path.with_name(log_path.stem + ".metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 

@@ -137,7 +137,7 @@ def test_bad_input_is_one_line_naming_the_problem(tmp_path, flags, problem):
 
 
 def test_unknown_benchmark_and_image_with_venv(tmp_path):
-    with pytest.raises(UsageError, match="unknown GPT-3 member 'gpt9'"):
+    with pytest.raises(UsageError, match="unknown benchmark 'gpt9'"):
         run_command(["launch", "slurm", "gpt9", "--nodes", "1", "--gpus-per-node", "1"])
     with pytest.raises(UsageError, match="--image and --venv are alternatives"):
         slurm.check(slurm.SlurmJob("gpt3-tiny", 1, 1, tmp_path, image="img", venv=tmp_path))

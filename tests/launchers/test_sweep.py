@@ -94,13 +94,15 @@ def test_the_printed_table(tmp_path):
     assert "stopped at a limit" in text  # two of the sizes did not reach the target
 
 
-def test_throughput_counts_training_steps_once(tmp_path):
+@pytest.mark.parametrize("units, rate", [("units", "units_per_s"), ("tokens", "tokens_per_s")],
+                         ids=["metrics-now", "metrics-before-the-workload-interface"])
+def test_throughput_counts_training_steps_once(tmp_path, units, rate):
     metrics = tmp_path / "m.jsonl"
-    rows = [{"step": 0, "tokens": 100, "units_per_s": 100.0},  # 1 s
-            {"step": 1, "tokens": 200, "units_per_s": 25.0},  # written, then lost to a resume
-            {"step": 1, "tokens": 200, "units_per_s": 50.0},  # 2 s: the resumed run's step 1
-            {"step": 1, "tokens": 200, "eval": 4.0},  # an evaluation: not training
-            {"step": 2, "tokens": 300, "units_per_s": 100.0}]  # 1 s
+    rows = [{"step": 0, units: 100, rate: 100.0},  # 1 s
+            {"step": 1, units: 200, rate: 25.0},  # written, then lost to a resume
+            {"step": 1, units: 200, rate: 50.0},  # 2 s: the resumed run's step 1
+            {"step": 1, units: 200, "eval": 4.0},  # an evaluation: not training
+            {"step": 2, units: 300, rate: 100.0}]  # 1 s
     metrics.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     assert sweep.training_throughput(metrics) == (75.0, 3)
 

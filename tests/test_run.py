@@ -144,6 +144,7 @@ BAD_INPUTS = {
     "negative restarts": (["run", "gpt3-tiny", "--max-restarts", "-1"], "--max-restarts must be 0 or more"),
     "no runs": (["run", "gpt3-tiny", "--runs", "0"], "--runs 0 is out of range"),
     "node rank outside": (["run", "gpt3-tiny", "--nnodes", "2", "--node-rank", "2"], "--node-rank 2 must be"),
+    "store in memory": (["run", "gpt3-tiny", "--db", "sqlite:///:memory:"], "memory"),
 }
 
 

@@ -159,12 +159,19 @@ def one_line_error(cli, *args) -> str:
     ("mysql://user@host/db", "must be SQLite or PostgreSQL, not 'mysql'"),
     ("postgresql://user:secret@host:port/db", "bad database URL"),
     ("postgresql://user:secret@127.0.0.1:1/db", "Connection refused; check that the server runs"),
-    ("/proc/no-such-folder/results.db", "cannot create the folder /proc/no-such-folder"),
 ])
 def test_bad_database_urls(cli, url, says):
     for action in (["list"], ["import", "/nonexistent"]):
         line = one_line_error(cli, "results", *action, "--db", url)
         assert says in line and "secret" not in line
+
+
+def test_a_store_in_a_folder_that_cannot_be_made(cli):
+    """Import (a writer) tries to make the folder and says why it cannot; list (a reader) makes
+    nothing and says there is no store there."""
+    url = "/proc/no-such-folder/results.db"
+    assert "cannot create the folder /proc/no-such-folder" in one_line_error(cli, "results", "import", "/nonexistent", "--db", url)
+    assert "no trainclock results database at /proc/no-such-folder/results.db" in one_line_error(cli, "results", "list", "--db", url)
 
 
 def test_a_file_that_is_no_results_database(cli, tmp_path):

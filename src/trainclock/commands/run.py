@@ -82,6 +82,7 @@ def main(args) -> int:
     if args.runs > 1 and args.resume:
         raise UsageError("--resume continues one run; drop --runs (or resume first, then make the other runs)")
     device = checks.device(args.device)
+    _check_store(args.db)
     world = args.nproc * args.nnodes
     layout = Layout.for_world(world, tp=args.tp, pp=args.pp, dp=args.dp, fsdp=args.fsdp,
                               pp_schedule=args.pp_schedule, vp=args.vp)
@@ -105,6 +106,13 @@ def main(args) -> int:
         codes.append(code)
         logs.append(log)
     return _score_entry(logs, codes)
+
+
+def _check_store(db: str | None) -> None:
+    """A --db that could never keep the run is refused before the training, not after it."""
+    from trainclock.results.db import check_url
+
+    check_url(db)
 
 
 def _settings(args):

@@ -26,3 +26,28 @@ def test_the_written_file_is_readable_by_others_as_the_umask_allows(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "shared.html").stat().st_mode) == 0o644
+
+
+@pytest.mark.parametrize("umask, expected", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_written_files_are_never_executable(tmp_path, umask, expected):
+    old = os.umask(umask)
+    try:
+        atomic_write_text(tmp_path / "result.txt", "x")
+        with atomic_writer(tmp_path / "plot.png", "wb") as f:
+            f.write(b"\x89PNG")
+    finally:
+        os.umask(old)
+    for name in ("result.txt", "plot.png"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == expected
+
+
+def test_writing_leaves_the_process_umask_alone(tmp_path, monkeypatch):
+    """Reading the umask means setting it for a moment: a file another thread creates in that
+    moment (a checkpoint, a log) would get mode 0666 or 0777. The kernel applies it instead."""
+    def no_umask(_mask):
+        raise AssertionError("atomic writes must not set the process umask")
+
+    monkeypatch.setattr(os, "umask", no_umask)
+    atomic_write_text(tmp_path / "report.html", "x")
+    assert (tmp_path / "report.html").read_text() == "x"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.html"]

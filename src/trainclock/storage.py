@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -18,15 +18,18 @@ def data_home() -> Path:
     return Path(xdg) / "trainclock"
 
 
+# a file's mode as a plain open() would create it: the kernel takes the umask off; never executable
+FILE_MODE = 0o666
+_TEMP_ATTEMPTS = 100
+
+
 @contextlib.contextmanager
 def atomic_writer(path: Path, mode: str = "w") -> Iterator[IO]:
     """Write to a temporary file beside `path`, fsync it, then rename it over `path`.
     A crash at any point leaves either the old file or the new one, never a mix."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _create_temporary(path)
     try:
-        # mkstemp makes the file private (0600); the result gets the mode a plain open() would give
-        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, mode) as f:
             yield f
             f.flush()
@@ -43,7 +46,14 @@ def atomic_write_text(path: Path, text: str) -> None:
         f.write(text)
 
 
-def _umask() -> int:
-    mask = os.umask(0)  # the only way to read it is to set it: put it straight back
-    os.umask(mask)
-    return mask
+def _create_temporary(path: Path) -> tuple[int, Path]:
+    """A new, empty file beside `path`, opened for writing. Created with FILE_MODE through the
+    umask as any open() is: mkstemp's 0600 would need a chmod after reading the umask, and
+    reading it means setting it, which would hand other threads' new files a wrong mode."""
+    for _ in range(_TEMP_ATTEMPTS):
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), FILE_MODE), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path} after {_TEMP_ATTEMPTS} tries")

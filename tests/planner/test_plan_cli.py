@@ -1,6 +1,7 @@
 import argparse
 import csv
 import json
+import shutil
 
 import pytest
 
@@ -99,6 +100,27 @@ def test_bad_hardware_file_is_a_data_error(run, tmp_path):
     path.write_text('[x]\nname = "X"\n')
     with pytest.raises(DataError, match=r"mine.toml: \[x\] is missing peak_tflops"):
         run("gpt3-175b", "--accelerator", "x", "--count", "8", "--hardware", str(path))
+
+
+def test_a_binary_hardware_file_is_a_one_line_error(run, tmp_path):
+    path = tmp_path / "catalogue.bin"
+    path.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(DataError, match=rf"hardware file {path} is not UTF-8 text") as info:
+        run("gpt3-175b", "--accelerator", "h100-sxm", "--count", "8", "--hardware", str(path))
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("argv", [["gpt3-175b", "--accelerator", "h100-sxm", "--count", "3584"], ["--validate"]])
+def test_a_binary_calibration_csv_is_a_one_line_error(mlperf_dir, tmp_path, argv):
+    folder = tmp_path / "mlperf-results"
+    shutil.copytree(mlperf_dir, folder, ignore=shutil.ignore_patterns("v3.*"))
+    (folder / "gpt3_results_calibration.csv").write_bytes(b"round,submitter\n" + bytes(range(128, 256)) * 8)
+    parser = argparse.ArgumentParser(prog="trainclock")
+    plan.register(parser.add_subparsers(required=True))
+    args = parser.parse_args(["plan", *argv, "--mlperf-results", str(folder)])
+    with pytest.raises(DataError, match=rf"{folder / 'gpt3_results_calibration.csv'} is not UTF-8 text") as info:
+        args.func(args)
+    assert "\n" not in str(info.value)
 
 
 def test_layout_that_does_not_fit_is_shown_with_its_numbers(run):

@@ -51,6 +51,7 @@ def browser(tmp_path_factory):
                  "--no-first-run", "--window-size=1400,2200",
                  f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # to see what the page's policy blocked
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     driver.set_page_load_timeout(30)
     yield driver
@@ -71,6 +72,11 @@ def expected_rows(store, where: EntryFilter = EntryFilter()) -> list[tuple[int, 
     return [(r.id, r.system, f"{r.score_minutes:.3f}" if r.score_minutes is not None else "–") for r in rows]
 
 
+def policy_violations(driver) -> list[str]:
+    """What the browser refused under the Content-Security-Policy since the last call."""
+    return [entry["message"] for entry in driver.get_log("browser") if "Content Security Policy" in entry["message"]]
+
+
 def test_served_leaderboard_filters_and_escaping(served, browser, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -88,6 +94,12 @@ def test_served_leaderboard_filters_and_escaping(served, browser, tmp_path):
     assert browser.title == PAGE_TITLE
     assert browser.find_element(By.ID, "plot-scaling").find_element(By.TAG_NAME, "img").get_attribute("naturalWidth") != "0"
 
+    # the security policy lets the page keep its own style and plots, and the browser refused nothing
+    table = browser.find_element(By.CSS_SELECTOR, "table.leaderboard")
+    assert table.value_of_css_property("border-collapse") == "collapse"
+    assert browser.find_element(By.TAG_NAME, "body").value_of_css_property("max-width") != "none"
+    assert policy_violations(browser) == []
+
     screenshot = tmp_path / "trainclock-served.png"
     assert browser.save_screenshot(str(screenshot))
     shutil.copy(screenshot, SCREENSHOT_COPY)
@@ -100,3 +112,24 @@ def test_served_leaderboard_filters_and_escaping(served, browser, tmp_path):
     assert filtered == expected_rows(store, EntryFilter(round="3.0"))
     assert 0 < len(filtered) < len(shown)
     assert browser.execute_script("return typeof window.pwned") == "undefined"
+    assert policy_violations(browser) == []  # the form may submit to its own server
+
+
+def test_the_policy_blocks_what_the_page_did_not_bring(served, browser):
+    """The headers arrive in the browser: a script or style added to the page does not run."""
+    import urllib.request
+
+    base, _ = served
+    with urllib.request.urlopen(base + "/") as response:
+        assert "default-src 'none'" in response.headers["Content-Security-Policy"]
+        assert response.headers["X-Content-Type-Options"] == "nosniff"
+    browser.get(base + "/")
+    policy_violations(browser)
+    browser.execute_script("""
+        const script = document.createElement('script'); script.textContent = 'window.pwned = 1';
+        document.body.appendChild(script);
+        const style = document.createElement('style'); style.textContent = 'body { color: rgb(1, 2, 3); }';
+        document.head.appendChild(style);""")
+    assert browser.execute_script("return typeof window.pwned") == "undefined"
+    assert browser.execute_script("return getComputedStyle(document.body).color") != "rgb(1, 2, 3)"
+    assert policy_violations(browser)

@@ -24,10 +24,10 @@ def main(args) -> int:
     from trainclock.report.data import load_view
     from trainclock.report.html import ReportInputs, own_run_curves, write_report
     from trainclock.report.planner_curve import load_planner_curve
-    from trainclock.results.db import open_store
+    from trainclock.results.db import open_reader
 
     curves = [load_planner_curve(path) for path in args.plan]  # a bad file fails before any work
-    with open_store(args.db) as store:
+    with open_reader(args.db) as store:
         view = load_view(store)
         db_url = store.shown_url
     inputs = ReportInputs(view, db_url, own_run_curves(view, args.runs), curves)

@@ -1,4 +1,6 @@
-"""`trainclock results import|list|show|compare`: the results store (SQLite by default, PostgreSQL by URL)."""
+"""`trainclock results import|list|show|compare|migrate`: the results store (SQLite by default,
+PostgreSQL by URL). import and migrate write (import creates the store); list, show and compare
+only read, and refuse a store that does not exist or needs migrating."""
 
 from __future__ import annotations
 
@@ -37,6 +39,10 @@ def register(sub) -> None:
     show.add_argument("entry", metavar="ENTRY", help="an entry id (from `results list`) or part of its org or system name")
     show.add_argument("-v", "--verbose", action="store_true", help="every system field, finding and eval point")
 
+    actions.add_parser("migrate", parents=[db],
+                       help="bring an existing store to this trainclock's schema in place, keeping every row "
+                            "(imports do it too; list, show, compare, report and serve only read)")
+
     cmp = actions.add_parser("compare", parents=[db, filters],
                              help="entries side by side per benchmark: score, throughput, speedup, scaling efficiency")
     cmp.add_argument("entries", nargs="*", metavar="ENTRY",
@@ -46,7 +52,7 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    return {"import": _import, "list": _list, "show": _show, "compare": _compare}[args.action](args)
+    return {"import": _import, "list": _list, "show": _show, "compare": _compare, "migrate": _migrate}[args.action](args)
 
 
 def _import(args) -> int:
@@ -99,10 +105,23 @@ def _compare(args) -> int:
     return 0
 
 
-def _read(args, work, what: str):
-    from trainclock.results.db import open_store, read
+def _migrate(args) -> int:
+    from trainclock.results.db import open_store
+    from trainclock.results.migrations import latest_version
 
-    with open_store(args.db) as store:
+    with open_store(args.db, create=False) as store:
+        found, latest = store.found_version, latest_version()
+        if found == latest:
+            print(f"trainclock: {store.shown_url} is at schema version {latest} already; nothing to do")
+        else:
+            print(f"trainclock: {store.shown_url} migrated from schema version {found} to {latest}, every row kept")
+    return 0
+
+
+def _read(args, work, what: str):
+    from trainclock.results.db import open_reader, read
+
+    with open_reader(args.db) as store:
         return read(store, work, what)
 
 

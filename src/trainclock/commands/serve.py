@@ -26,14 +26,14 @@ def main(args) -> int:
     from trainclock.report.curves import find_metrics
     from trainclock.report.planner_curve import load_planner_curve
     from trainclock.report.web import create_app, make_web_server
-    from trainclock.results.db import open_store
+    from trainclock.results.db import open_reader
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: give a port from 1 to 65535 (0 picks a free one)")
     if args.runs is not None:
         find_metrics(args.runs)  # a wrong folder fails now, not at the first page
     curves = [load_planner_curve(path) for path in args.plan]
-    with open_store(args.db) as store:
+    with open_reader(args.db) as store:
         server = make_web_server(create_app(store, args.runs, curves), args.host, args.port)
         print(f"trainclock: serving {store.shown_url} at http://{args.host}:{server.server_port}/ "
               "(JSON at /api/entries; Ctrl-C stops)", flush=True)

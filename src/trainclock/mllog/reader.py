@@ -2,13 +2,18 @@
 memory at a time. Whatever comes before the marker on a line is a prefix to strip (`Processing `,
 `0: `, `[1] `); lines without the marker are ignored; a malformed line (bad JSON, a missing or
 mistyped field) is reported with file:line and never stops the reading. Events come in file
-order, which is not time order: callers must not assume sorted timestamps.
+order, which is not time order: callers must not assume sorted timestamps. Only regular files are
+read (a FIFO or device named result_0.txt would block or never end), and a lone surrogate escape
+(`\\ud800`), which no encoder can write, becomes U+FFFD.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +24,8 @@ _MARKER_BYTES = MARKER.encode()
 _TIME_LIMIT = 2.0**63
 _DECODER = json.JSONDecoder()
 _SPACE = re.compile(r"[ \t\n\r]*")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # in JSON text: an escape that may leave a lone surrogate
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +57,49 @@ def read_events(path: Path) -> tuple[list[Event], list[Malformed]]:
 
 
 def iter_events(path: Path) -> Iterator[Event | Malformed]:
-    """The events of a log file one at a time. Raises OSError if the file cannot be read."""
+    """The events of a log file one at a time. Raises OSError if the file cannot be read or is
+    not a regular file."""
     # Binary lines: only "\n" ends a line (as editors and `wc -l` count), and lines without
     # the marker, most of a chatty log, are skipped without being decoded.
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         yield from parse_lines(f, Path(path))
+
+
+class LogSource:
+    """The events of a log file, read again from the start each time it is iterated: for callers
+    that need several passes over a log without holding it in memory."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def __iter__(self) -> Iterator[Event | Malformed]:
+        return iter_events(self.path)
+
+
+def open_regular(path: Path):
+    """`path` opened for binary reading, if it is a regular file; OSError otherwise. Opened
+    without blocking first, so that a FIFO is refused instead of waiting for a writer forever."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def without_surrogates(value: Any) -> Any:
+    """`value` (parsed JSON) with every lone surrogate in its strings and keys replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {without_surrogates(k): without_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_surrogates(v) for v in value]
+    return value
 
 
 def parse_lines(lines: Iterable[bytes | str], source: Path) -> Iterator[Event | Malformed]:
@@ -77,6 +122,8 @@ def _parse_record(text: bytes | str, source: Path, lineno: int) -> Event | Malfo
         return Malformed(source, lineno, f"malformed MLLOG line: bad JSON ({_first_line(e)})")
     if _skip_space(text, end) != len(text):
         return Malformed(source, lineno, "malformed MLLOG line: bad JSON (extra text after the object)")
+    if _SURROGATE_ESCAPE.search(text):  # rare: the walk is paid only where an escape could leave one
+        record = without_surrogates(record)
     try:
         event = Event(record["key"], record["value"], record["time_ms"], record.get("event_type") or "",
                       record["metadata"], lineno)

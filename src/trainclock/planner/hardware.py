@@ -73,9 +73,12 @@ def load_catalogue(user_files: list[Path] | tuple[Path, ...] = ()) -> dict[str, 
     catalogue = parse_catalogue(text, "built-in catalogue.toml")
     for path in user_files:
         try:
-            text = Path(path).read_text()
+            text = Path(path).read_text(encoding="utf-8")
         except FileNotFoundError:
             raise UsageError(f"hardware file {path} not found; give the path of a TOML file") from None
+        except UnicodeDecodeError as e:
+            raise DataError(f"hardware file {path} is not UTF-8 text (byte {e.start} cannot be decoded): "
+                            "give a TOML file as in planner/catalogue.toml") from None
         except OSError as e:
             raise UsageError(f"cannot read hardware file {path}: {e.strerror}") from None
         catalogue.update(parse_catalogue(text, str(path)))

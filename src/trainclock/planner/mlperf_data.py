@@ -67,8 +67,13 @@ class PublishedEntry:
 def read_published(folder: Path) -> list[PublishedEntry]:
     path = folder / RESULTS_CSV
     try:
-        with open(path, newline="") as f:
+        with open(path, newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
+    except UnicodeDecodeError:
+        raise DataError(f"{path} is not UTF-8 text: it should be the CSV shipped in shared/mlperf-results") from None
+    except csv.Error as e:
+        raise DataError(f"{path} is not a readable CSV ({e}): it should be the one shipped in "
+                        "shared/mlperf-results") from None
     except OSError as e:
         raise DataError(f"cannot read {path}: {e.strerror}") from None
     entries = []

@@ -3,17 +3,22 @@ needed to view it) with the leaderboards, each system, scaling, the planner and 
 runs; the plots are also written beside it as PNG and SVG.
 
 Templates are rendered with autoescaping on: every name and field read from a log or a system
-file is text in the page, never markup."""
+file is text in the page, never markup. A Content-Security-Policy (in the page, and as a header
+where it is served) is the second guard: no script runs and nothing is loaded; the one inline
+style block (style.css.j2, inline so that the report stays one file) is allowed by its hash."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
 from matplotlib.figure import Figure
 
 from trainclock.errors import UsageError
@@ -51,6 +56,23 @@ def environment() -> Environment:
     return Environment(loader=PackageLoader("trainclock.report", "templates"),
                        autoescape=select_autoescape(default=True, default_for_string=True),
                        trim_blocks=True, lstrip_blocks=True)
+
+
+@cache
+def style() -> str:
+    """The CSS of every page, exactly as it goes between <style> and </style>."""
+    return environment().get_template("style.css.j2").render()
+
+
+def content_security_policy(served: bool = False) -> str:
+    """What the browser may load or run on the page: only its own style block and data: images;
+    the filter form submits to the same server. frame-ancestors works only as a header (served)."""
+    digest = base64.b64encode(hashlib.sha256(style().encode("utf-8")).digest()).decode("ascii")
+    rules = ["default-src 'none'", f"style-src 'sha256-{digest}'", "img-src data:", "form-action 'self'",
+             "base-uri 'none'"]
+    if served:
+        rules.append("frame-ancestors 'none'")
+    return "; ".join(rules)
 
 
 def own_run_curves(view: StoreView, runs_dir: Path | None) -> list[RunCurve]:
@@ -108,7 +130,7 @@ def render_report(inputs: ReportInputs, shown: Sequence[Picture], template: str 
     return environment().get_template(template).render(
         view=inputs.view, db_url=inputs.db_url, own_runs=inputs.own_runs, planner_curves=inputs.planner_curves,
         pictures={p.name: p for p in shown}, own_pictures=[p for p in shown if p.name.startswith(OWN_RUNS)],
-        generated=generated, **extra)
+        generated=generated, style=Markup(style()), content_security_policy=content_security_policy(), **extra)
 
 
 def write_report(inputs: ReportInputs, out_dir: Path) -> tuple[Path, list[Path]]:

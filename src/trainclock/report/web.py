@@ -4,23 +4,26 @@ query parameters (benchmark, round, accelerator, availability), and the same ent
 
 from __future__ import annotations
 
+import socket
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
 from flask import Flask, Response, jsonify, request
-from werkzeug.serving import BaseWSGIServer, make_server
+from werkzeug.serving import LISTEN_QUEUE, BaseWSGIServer, get_sockaddr, make_server, select_address_family
 
 from trainclock.errors import TrainclockError, UsageError
 from trainclock.report.data import StoreView, load_view
-from trainclock.report.html import ReportInputs, own_run_curves, pictures, render_report
+from trainclock.report.html import ReportInputs, content_security_policy, own_run_curves, pictures, render_report
 from trainclock.report.planner_curve import PlannerCurve
 from trainclock.results.db import Store
 from trainclock.results.queries import EntryFilter
 from trainclock.results.records import CLOUD, ONPREM
 
 FILTERS = ("benchmark", "round", "accelerator", "availability")
+# with the Content-Security-Policy: no MIME sniffing, no referrer to other sites, no framing
+SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY"}
 # matplotlib's font and text caches are not thread-safe: the server draws one page at a time
 _DRAWING = threading.Lock()
 
@@ -35,6 +38,12 @@ class FilterOptions:
 
 def create_app(store: Store, runs_dir: Path | None = None, planner_curves: list[PlannerCurve] | None = None) -> Flask:
     app = Flask("trainclock.report.web")
+
+    @app.after_request
+    def _secure(response: Response) -> Response:
+        response.headers.update(SECURITY_HEADERS)
+        response.headers["Content-Security-Policy"] = content_security_policy(served=True)
+        return response
 
     @app.errorhandler(TrainclockError)
     def _bad_request(error: TrainclockError) -> tuple[Response, int]:
@@ -81,6 +90,15 @@ def filter_options(view: StoreView) -> FilterOptions:
 def make_web_server(app: Flask, host: str, port: int) -> BaseWSGIServer:
     """A threaded WSGI server bound now (port 0: a free one, read it from .server_port)."""
     try:
-        return make_server(host, port, app, threaded=True)
+        family = select_address_family(host, port)
+        # bound here, not by werkzeug, which prints its own message and exits on a busy port
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as werkzeug: restart despite TIME_WAIT
+            sock.bind(get_sockaddr(host, port, family))
+            sock.listen(LISTEN_QUEUE)
+            server = make_server(host, port, app, threaded=True, fd=sock.fileno())  # werkzeug keeps a duplicate
     except OSError as e:
-        raise UsageError(f"cannot listen on {host}:{port}: {e.strerror}; choose another --port") from None
+        raise UsageError(f"cannot listen on {host}:{port}: {e.strerror or e}; choose another --port or --host") from None
+    # what HTTPServer.server_bind would have set, had werkzeug bound the socket
+    server.server_name, server.server_port = host, server.port
+    return server

@@ -8,11 +8,17 @@ stored score alone, since it would judge the entry on part of its runs.
 
 Each entry is committed on its own, so a failure part-way through a tree keeps the entries already
 imported and leaves nothing half-written of the one that failed.
+
+Nothing is stored that does not stand for a run: a file without a single MLLOG event (empty,
+binary, another kind of log) is skipped with its reason, and an entry whose logs are all stored
+under another entry already (the same tree imported again under a renamed folder) is not created,
+since an entry without runs would carry a score nothing backs.
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,7 +27,8 @@ from pathlib import Path
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
-from trainclock.review.entry import EntryReview
+from trainclock.errors import DataError
+from trainclock.review.entry import EntryReview, review_entry
 from trainclock.review.tree import entry_context, review_path
 from trainclock.results.db import Store, open_store, write
 from trainclock.results.models import Entry, Eval, Finding, Run, System
@@ -44,6 +51,7 @@ class EntryOutcome:
 class ImportReport:
     url: str  # without its password
     outcomes: list[EntryOutcome] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # files not imported, and why
     logs: int = 0
     log_bytes: int = 0
     review_seconds: float = 0.0
@@ -72,8 +80,11 @@ def import_paths(paths: Sequence[Path], db: str | None = None, round_: str | Non
         started = time.perf_counter()
         entries = [entry for path in paths for entry in review_path(Path(path), round_, rcp_dir)]
         reviewed = time.perf_counter()
-        report = import_entries(store, entries)
+        report = import_entries(store, entries, rcp_dir)
     report.review_seconds = reviewed - started
+    if not report.outcomes and report.skipped:
+        more = f" (and {len(report.skipped) - 1} more)" if len(report.skipped) > 1 else ""
+        raise DataError(f"nothing imported: {report.skipped[0]}{more}")
     return report
 
 
@@ -87,10 +98,17 @@ def import_run(log_path: Path, db_url: str | None = None) -> ImportReport:
     return import_paths([log_path.parent if in_tree else log_path], db_url)
 
 
-def import_entries(store: Store, entries: Sequence[EntryReview]) -> ImportReport:
+def import_entries(store: Store, entries: Sequence[EntryReview], rcp_dir: Path | None = None) -> ImportReport:
     report = ImportReport(store.shown_url)
     started = time.perf_counter()
     for entry in entries:
+        junk = [run for run in entry.runs if run.events == 0]
+        report.skipped += [f"{run.path}: no :::MLLOG events (an empty, binary or other kind of file); not imported"
+                           for run in junk]
+        if len(junk) == len(entry.runs):
+            continue
+        if junk:
+            entry = review_entry(entry.context, [run for run in entry.runs if run.events != 0], rcp_dir)
         record = entry_record(entry)  # reads and hashes the logs before the transaction opens
         report.logs += len(record.runs)
         report.log_bytes += sum(r.values["size_bytes"] for r in record.runs)
@@ -101,10 +119,18 @@ def import_entries(store: Store, entries: Sequence[EntryReview]) -> ImportReport
 
 def _store_entry(session: Session, record: EntryRecord) -> EntryOutcome:
     now = datetime.now(UTC)
-    system_id = _system_id(session, record.system) if record.system else None
     runs, notes = _distinct_runs(record)
     owners = dict(session.execute(select(Run.sha256, Run.entry_id).where(Run.sha256.in_([r.sha256 for r in runs]))).all())
     entry = session.scalar(select(Entry).filter_by(**record.key))
+    if entry is None and runs and all(run.sha256 in owners for run in runs):
+        # the same logs under another name (a renamed system folder): they stay with the entry that has them
+        owner = Counter(owners[run.sha256] for run in runs).most_common(1)[0][0]
+        notes += [f"{run.values['path']}: the same log is stored under entry #{owners[run.sha256]}; not added again"
+                  for run in runs]
+        notes.append(f"{record.label}: all its logs are stored under entry #{owner} already; not added as "
+                     "a second entry without runs")
+        return EntryOutcome(owner, record.label, UNCHANGED, 0, len(runs), notes)
+    system_id = _system_id(session, record.system) if record.system else None
     if entry is None:
         entry = Entry(**record.key, **record.values, system_id=system_id, imported_at=now, updated_at=now)
         session.add(entry)

@@ -10,6 +10,10 @@ database written by the first schema's code (tests/results/fixtures/store_v1.sql
 This module works on an engine and raises the driver's errors: db.open_store calls it and turns
 them into one-line messages (db imports migrations, never the other way round).
 
+Only writers migrate. A reader (db.open_reader) opens the database read-only and refuses any version
+but the latest: the old tables cannot be read through the new models without rewriting them, so
+it names the command that migrates (`trainclock results migrate`, or any import).
+
 Versions:
   1  the first schema (GPT-3 only: runs.tokens_to_converge)
   2  unit-neutral: runs.converged_at -> units_to_converge (tokens_to_converge folded in, dropped),
@@ -42,7 +46,7 @@ def migrate(engine: Engine, upgrades: Sequence[Upgrade] | None = None) -> int:
     Raises the driver's DBAPIError, or DataError for a database that is not trainclock's."""
     upgrades = UPGRADES if upgrades is None else upgrades
     with engine.connect() as conn:  # the common case, read only: already up to date
-        found = current_version(conn)
+        found = stored_version(conn, upgrades)
     if found == latest_version(upgrades):
         return found
     # a write transaction, checking again inside it: on SQLite, BEGIN IMMEDIATE keeps other
@@ -59,19 +63,29 @@ def current_version(conn: Connection) -> int:
     return conn.scalar(select(SchemaVersion.version).order_by(SchemaVersion.version.desc()).limit(1)) or 0
 
 
-def _migrate(conn: Connection, upgrades: Sequence[Upgrade]) -> int:
-    latest = latest_version(upgrades)
+def stored_version(conn: Connection, upgrades: Sequence[Upgrade] | None = None) -> int:
+    """The version of a trainclock database (0: empty), by reading alone; DataError for another
+    application's database or one newer than this code. Checked before anything is written, so
+    that a database which is not ours is left exactly as it was found."""
     found = current_version(conn)
     if found == 0:
         tables = inspect(conn).get_table_names()
         if tables:
             raise DataError(f"the database holds tables ({', '.join(sorted(tables)[:5])}) but no trainclock "
                             "schema_version: it is not a trainclock results database; choose another with --db")
-        Base.metadata.create_all(conn)
-        _stamp(conn, latest)
-    elif found > latest:
+    latest = latest_version(upgrades)
+    if found > latest:
         raise DataError(f"the results database is at schema version {found}, newer than this trainclock knows "
                         f"({latest}); upgrade trainclock, or choose another database with --db")
+    return found
+
+
+def _migrate(conn: Connection, upgrades: Sequence[Upgrade]) -> int:
+    latest = latest_version(upgrades)
+    found = stored_version(conn, upgrades)
+    if found == 0:
+        Base.metadata.create_all(conn)
+        _stamp(conn, latest)
     for version in range(found + 1, latest + 1) if found else ():
         upgrades[version - 2](conn)
         _stamp(conn, version)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Select, case, func, or_, select
+from sqlalchemy import Select, case, func, literal, null, or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from trainclock.errors import UsageError
 from trainclock.review.benchmarks import Metric, metrics_from_json
+from trainclock.review.entry import INCOMPLETE
 from trainclock.results.models import Entry, Eval, Run, System
 from trainclock.results.quality import best_values, eval_values
 from trainclock.results.records import CLOUD, ONPREM
@@ -123,15 +124,19 @@ def _entry_rows() -> Select:
     runs = (select(Run.entry_id, func.count().label("runs"),
                    func.sum(case((Run.passed, 1), else_=0)).label("passed"))
             .group_by(Run.entry_id).subquery())
+    # an entry without stored runs (left by an older trainclock) has nothing to back a score or a
+    # verdict: it is listed as incomplete and unscored, whatever its row says
+    has_runs = func.coalesce(runs.c.runs, 0) > 0
+    score = case((has_runs, Entry.score_minutes), else_=null())
+    verdict = case((has_runs, Entry.verdict), else_=literal(INCOMPLETE))
     return (select(Entry.id, Entry.round, Entry.org, Entry.system, Entry.benchmark, Entry.mlperf_benchmark,
                    Entry.division, Entry.availability, System.accelerators, System.accelerator_model,
-                   Entry.score_minutes, Entry.verdict, Entry.runs_required,
+                   score, verdict, Entry.runs_required,
                    func.coalesce(runs.c.runs, 0), func.coalesce(runs.c.passed, 0), Entry.progress_unit, Entry.metrics)
             .outerjoin(System, Entry.system_id == System.id)
             .outerjoin(runs, runs.c.entry_id == Entry.id)
             # scored entries fastest first, then the rest
-            .order_by(Entry.benchmark, Entry.round, Entry.score_minutes.is_(None), Entry.score_minutes,
-                      Entry.org, Entry.system, Entry.id))
+            .order_by(Entry.benchmark, Entry.round, score.is_(None), score, Entry.org, Entry.system, Entry.id))
 
 
 def _filtered(stmt: Select, where: EntryFilter) -> Select:

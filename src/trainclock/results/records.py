@@ -1,7 +1,8 @@
 """A reviewed entry as the rows the store keeps: plain column values, no database involved.
 
 Values are made safe for both databases on the way: PostgreSQL's JSON rejects NaN and Infinity
-and its text rejects NUL characters, which a damaged log can carry anywhere.
+and its text rejects NUL characters, which a damaged log can carry anywhere, and no driver can
+encode a lone surrogate (a file name that is not UTF-8 holds them).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trainclock.errors import DataError
+from trainclock.mllog.reader import open_regular, without_surrogates
 from trainclock.review.entry import EntryReview
 from trainclock.review.json_files import accelerator_count
 from trainclock.review.run_review import RunReview
@@ -99,7 +101,7 @@ def run_record(run: RunReview) -> RunRecord:
         "sha256": file_sha256(run.path),
         "file_name": run.path.name,
         "path": str(run.path.resolve()),
-        "run_index": _int64(int(index.group(1))) if index else None,
+        "run_index": _whole(index.group(1)) if index else None,
         "size_bytes": run.size_bytes,
         "status": run.status,
         "passed": run.passed,
@@ -112,8 +114,8 @@ def run_record(run: RunReview) -> RunRecord:
         "metrics": metrics_json(run.metrics),
         "global_batch_size": _int64(run.global_batch_size),
         "submission_status": _first_text(run.header.get("submission_status")),
-        "errors": len(run.errors),
-        "warnings": len(run.warnings),
+        "errors": run.error_count,  # the counted ones too: the listed findings stop at a limit per kind
+        "warnings": run.warning_count,
         "header": run.header,
     }
     evals = [{"seq": i, "progress": _number(p.progress), "value": _number(p.value),
@@ -147,7 +149,7 @@ def _system_record(path: Path, desc: dict[str, Any]) -> dict[str, Any]:
 
 def file_sha256(path: Path) -> str:
     try:
-        with path.open("rb") as f:
+        with open_regular(path) as f:
             return hashlib.file_digest(f, "sha256").hexdigest()
     except OSError as e:
         raise DataError(f"cannot read log {path}: {e.strerror}; check that it is a readable file") from None
@@ -169,9 +171,11 @@ def _int64(value: int | None) -> int | None:
 
 
 def _whole(value: Any) -> int | None:
+    if isinstance(value, str) and len(value) > 40:  # int() of thousands of digits is refused or slow
+        return None
     try:
         return _int64(int(value))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float
         return None
 
 
@@ -182,7 +186,7 @@ def _first_text(*values: Any) -> str | None:
 def _clean(value: Any) -> Any:
     """JSON-safe and text-safe in both databases: NaN and infinities as text, NUL characters escaped."""
     if isinstance(value, str):
-        return value.replace("\x00", "\\x00")
+        return without_surrogates(value.replace("\x00", "\\x00"))
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, dict):

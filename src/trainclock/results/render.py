@@ -7,10 +7,11 @@ from collections.abc import Sequence
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as _escape
 from rich.table import Table
 
 from trainclock.console import table_console
+from trainclock.mllog.reader import without_surrogates
 from trainclock.results.compare import PASS_UNITS, Comparison, Compared
 from trainclock.results.importer import NEW, UNCHANGED, UPDATED, ImportReport
 from trainclock.results.models import Entry, Run
@@ -20,6 +21,12 @@ from trainclock.results.records import CLOUD, ONPREM
 from trainclock.review.benchmarks import describe, metrics_from_json
 
 VERDICT_STYLE = {"valid": "green", "incomplete": "yellow"}
+
+
+def escape(text: str) -> str:
+    """Rich markup escaped, and lone surrogates (a file name that is not UTF-8) replaced: no terminal can print them."""
+    return _escape(without_surrogates(text))
+
 WHERE = {CLOUD: "cloud", ONPREM: "on-prem"}
 FINDINGS_SHOWN = 4  # per run, unless verbose
 SYSTEM_FIELDS_SHOWN = ("submitter", "status", "number_of_nodes", "accelerators_per_node", "accelerator_model_name",
@@ -32,6 +39,8 @@ def print_import(report: ImportReport, console: Console | None = None) -> None:
     for outcome in report.outcomes:
         for note in outcome.notes:
             console.print(f"[yellow]note[/]: {escape(note)}")
+    for reason in report.skipped:
+        console.print(f"[yellow]skipped[/]: {escape(reason)}")
     megabytes = report.log_bytes / 1e6
     seconds = report.review_seconds + report.store_seconds
     console.print(
@@ -64,8 +73,10 @@ def print_entry(entry: Entry, console: Console | None = None, verbose: bool = Fa
     accelerators = "?" if system is None or system.accelerators is None else (
         "none (CPU)" if system.accelerators == 0 else f"{system.accelerators:,} × {system.accelerator_model or '?'}")
     console.print(f"[bold]#{entry.id} {escape(entry.org or '?')} / {escape(entry.system or '?')} / "
-                  f"{escape(entry.benchmark)}[/] (MLPerf Training v{entry.round} rules, {entry.division or '?'} division)")
-    console.print(f"  score: {_minutes(entry.score_minutes)} min, {_verdict(entry.verdict)}; "
+                  f"{escape(entry.benchmark)}[/] (MLPerf Training v{escape(entry.round)} rules, {escape(entry.division or '?')} division)")
+    # an entry without runs (left by an older trainclock) has nothing to back its stored score
+    score, verdict = (entry.score_minutes, entry.verdict) if entry.runs else (None, "incomplete")
+    console.print(f"  score: {_minutes(score)} min, {_verdict(verdict)}; "
                   f"RCP {entry.rcp_status or 'n/a'}; availability {WHERE.get(entry.availability, '?')} "
                   f"({escape(entry.status or 'not stated')})")
     console.print(f"  accelerators: {escape(accelerators)}; logs from {escape(entry.folder)}")

@@ -4,14 +4,16 @@ house rules. Semantics follow the MLCommons checker (mlperf_logging.compliance_c
 record, so a log passes here exactly when it passes there, with three differences that make it
 usable on any input: every failure carries its log line number (the official one counts MLLOG
 lines only), a rule that cannot be evaluated on a weird value is a failure instead of a crash,
-and every failed occurrence is kept, not only the last one per key.
+and every failed occurrence is reported, not only the last one per key (the first few of each
+kind listed, the rest counted). The log is streamed: each rule file is one pass over it, and the
+first pass also feeds the caller's summary, so memory does not grow with the log.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,25 +21,11 @@ from mlperf_logging.compliance_checker.mlp_compliance import is_integer
 
 from trainclock.mllog.reader import Event, Malformed
 from trainclock.review import rulebook
+from trainclock.review.findings import Finding, Findings
+from trainclock.review.progress import line_progress
 from trainclock.review.rulebook import KeyRule, RuleFile, Test
 
-
-@dataclass(frozen=True)
-class Finding:
-    rule: str  # the rule file, e.g. "training_3.1.0/closed_bert.yaml", or "log format"
-    key: str | None  # the MLLOG key the rule is about
-    message: str
-    lineno: int | None = None  # the log line it concerns, if one
-    severity: str = "error"  # "error" fails the run; "warning" does not
-
-    @property
-    def text(self) -> str:
-        """The finding without its line number."""
-        about = f"{self.key}: " if self.key else ""
-        return f"{about}{self.message} [{self.rule}]"
-
-    def __str__(self) -> str:
-        return f"line {self.lineno}: {self.text}" if self.lineno else self.text
+__all__ = ["ComplianceReport", "Finding", "LogLine", "check"]
 
 
 @dataclass(slots=True)
@@ -55,153 +43,285 @@ class LogLine:
 @dataclass
 class ComplianceReport:
     findings: list[Finding]
-    # for each key with a quality target (ATLEAST_ONE_CHECK), the lines that met it, as judged
-    # by the last rule file that set one (the benchmark's, over the division's)
+    # for each key with a quality target (ATLEAST_ONE_CHECK), the line that met it earliest in
+    # progress (else the first that met it), as judged by the last rule file that set one (the
+    # benchmark's, over the division's); an empty list where none met it
     target_met: dict[str, list[LogLine]] = field(default_factory=dict)
+    events: int = 0  # the log's readable MLLOG events
 
     @property
     def passed(self) -> bool:
         return not any(f.severity == "error" for f in self.findings)
 
 
-def check(events: Sequence[Event], round_: str, malformed: Sequence[Malformed] = ()) -> ComplianceReport:
-    """All findings for one log's events under `round_`'s rules ("3.0", "3.1")."""
-    lines = [LogLine("", e.time_ms, e.key, {"value": e.value, "metadata": e.metadata}, e.lineno) for e in events]
-    findings = [Finding("log format", None, m.reason, m.lineno) for m in malformed]
-    if not lines:
-        findings.append(Finding("log format", None, "no :::MLLOG lines in the file"))
-        return ComplianceReport(findings)
-    official = _Chain(lines)
-    official.run(rulebook.official_start(round_))
-    house = _Chain(lines)
-    house.run(rulebook.HOUSE_RULES)
-    return ComplianceReport(findings + official.findings() + house.findings(), official.target_met)
+# lines of a pass kept so that a rule file enqueued near the start (by submission_division or
+# submission_benchmark, in the header) joins the pass under way instead of costing one more
+PREFIX_KEPT = 8_192
+
+
+def check(events: Iterable[Event | Malformed], round_: str, malformed: Iterable[Malformed] = (),
+          observe: Callable[[Event], None] | None = None) -> ComplianceReport:
+    """All findings for one log's events under `round_`'s rules ("3.0", "3.1").
+
+    `events` is iterated once per pass (a list, or a LogSource that reads its file again), so
+    memory does not grow with the log: one pass for a log whose header names its division and
+    benchmark within its first PREFIX_KEPT lines, one more per rule file otherwise. Malformed
+    items in it are reported like `malformed`. `observe` sees each event once, in the first pass,
+    for callers that summarize the log."""
+    findings = Findings()
+    for m in malformed:
+        findings.add(_malformed(m))
+    chains = (_Chain(_Lines(events), rulebook.official_start(round_)), _Chain(_Lines(events), rulebook.HOUSE_RULES))
+    count, first = 0, True
+    while passes := [p for chain in chains for p in chain.start_queued([])]:
+        prefix: list[LogLine] | None = []
+        for item in events:
+            if isinstance(item, Malformed):
+                if first:
+                    findings.add(_malformed(item))
+                continue
+            if first:
+                count += 1
+                if observe is not None:
+                    observe(item)
+            ll = _log_line(item)
+            if prefix is not None:
+                prefix.append(ll)
+                if len(prefix) > PREFIX_KEPT:
+                    prefix = None
+            for one in passes:
+                one.feed(ll)
+            if prefix is not None:
+                for chain in chains:
+                    if chain.queue:
+                        passes += chain.start_queued(prefix)
+        for one in passes:
+            one.finish()
+        if first and not count:
+            findings.add(Finding("log format", None, "no :::MLLOG lines in the file"))
+            return ComplianceReport(findings.as_list())
+        first = False
+    official, house = chains
+    return ComplianceReport(findings.as_list() + official.findings() + house.findings(), official.target_met, count)
+
+
+def _malformed(m: Malformed) -> Finding:
+    return Finding("log format", None, m.reason, m.lineno)
+
+
+def _log_line(e: Event) -> LogLine:
+    return LogLine("", e.time_ms, e.key, {"value": e.value, "metadata": e.metadata}, e.lineno)
+
+
+class _Lines:
+    """A chain's view of the log for rule code (`loglines`): the file's lines, read again on each
+    iteration, then the virtual lines rule code appended (stable diffusion's aggregated evals)."""
+
+    def __init__(self, events: Iterable[Event | Malformed]) -> None:
+        self._events = events
+        self.extra: list[LogLine] = []
+
+    def __iter__(self) -> Iterator[LogLine]:
+        yield from (_log_line(e) for e in self._events if not isinstance(e, Malformed))
+        yield from self.extra
+
+    def append(self, line: LogLine) -> None:
+        self.extra.append(line)
+
+    def extend(self, lines: Iterable[LogLine]) -> None:
+        self.extra.extend(lines)
 
 
 class _Chain:
     """One chain of rule files: a file may enqueue more, and a later file that defines a key
     replaces the earlier files' findings about it (how closed_gpt3.yaml overrides common.yaml)."""
 
-    def __init__(self, lines: list[LogLine]) -> None:
-        self.lines = list(lines)  # a rule file's BEGIN may append virtual lines (stable diffusion)
-        self.key_counts = Counter(line.key for line in lines)
-        self.queue: list[str] = []
-        self._found: list[tuple[str | None, Finding]] = []  # (key it can be overridden by, finding)
+    def __init__(self, lines: _Lines, start: str) -> None:
+        self.lines = lines
+        self.queue: list[str] = [start]
+        self.parts: list[tuple[frozenset[str], Findings]] = []  # per rule file, in the order they started
         self.target_met: dict[str, list[LogLine]] = {}
 
     def findings(self) -> list[Finding]:
-        return [finding for _, finding in self._found]
+        found = []
+        for i, (_, part) in enumerate(self.parts):
+            later = frozenset().union(*(keys for keys, _ in self.parts[i + 1:]))
+            part.withdraw(later)  # as if each file had started only when the one before it ended
+            found += part.as_list()
+        return found
 
-    def run(self, start: str) -> None:
-        self.queue.append(start)
+    def start_queued(self, prefix: list[LogLine]) -> list[_FilePass]:
+        """Passes of the queued rule files, each fed `prefix` (the lines of the pass so far)."""
+        started = []
         while self.queue:
             name = self.queue.pop(0)
             rules = rulebook.load(name)
             if rules is None:
-                self._add(None, Finding(_short(name, 100), None, f"no rule file {_short(name, 100)}: the log names "
-                                                                 "a division or benchmark this round has no rules for"))
-            else:
-                self._apply(rules)
+                missing = Findings()
+                missing.add(Finding(_short(name, 100), None, f"no rule file {_short(name, 100)}: the log names "
+                                                             "a division or benchmark this round has no rules for"))
+                self.parts.append((frozenset(), missing))
+                continue
+            one = _FilePass(self, rules)
+            for ll in prefix:  # may enqueue more, started in this loop
+                one.feed(ll)
+            started.append(one)
+        return started
+
+
+class _Seen:
+    """What the count checks need of a key's values: how many, and whether all equal the first."""
+
+    __slots__ = ("count", "first", "same", "shown", "more")
+
+    def __init__(self) -> None:
+        self.count, self.first, self.same, self.shown, self.more = 0, None, True, set(), False
+
+    def add(self, value: Any) -> None:
+        self.count += 1
+        if self.count == 1:
+            self.first = value
+            self.shown.add(_short(value))
+        elif not (self.more or value is self.first or value == self.first):
+            # repr only values unlike the first: a per-rank key repeats one value thousands of times
+            self.same = False
+            text = _short(value)
+            if len(self.shown) < 10:
+                self.shown.add(text)
+            elif text not in self.shown:
+                self.more = True
+
+
+class _FilePass:
+    """One rule file applied to the log line by line: its BEGIN runs first, each line is fed, and
+    finish() runs the count, quality-target and END checks."""
+
+    def __init__(self, chain: _Chain, rules: RuleFile) -> None:
+        self.chain, self.rules = chain, rules
+        self.found = Findings()
+        chain.parts.append((frozenset(rules.keys), self.found))
+        self.state = {"enqueue_config": chain.queue.append, "s": {}, "is_integer": is_integer, "math": math}
+        self.seen: dict[str, _Seen] = {key: _Seen() for key in rules.keys}
+        self.first_checked: set[str] = set()
+        self.tried: dict[str, list] = {}  # key -> [lines checked against its target, the last one]
+        self.met: dict[str, list] = {}  # key -> [line of least progress, that progress, first line met]
+        self.alternatives = {frozenset([key, *(n.strip() for n in rule.req[len("AT_LEAST_ONE_OR("):-1].split(","))])
+                             for key, rule in rules.keys.items()
+                             if rule.req and rule.req.startswith("AT_LEAST_ONE_OR(") and rule.req.endswith(")")}
+        self.group_keys = frozenset().union(*self.alternatives) if self.alternatives else frozenset()
+        self.key_counts: Counter[str] = Counter()
+        if rules.begin:
+            self._run_code(None, lambda: exec(rules.begin, self.state, {"loglines": chain.lines}), "BEGIN")
+        # the virtual lines there are now: those a later file's BEGIN adds are not this file's
+        self.extra_seen = len(chain.lines.extra)
+
+    def feed(self, ll: LogLine) -> None:
+        if ll.key in self.group_keys:
+            self.key_counts[ll.key] += 1
+        rule = self.rules.keys.get(ll.key)
+        if rule is None:
+            return
+        seen = self.seen[ll.key]
+        seen.add(ll.value.get("value"))
+        # as the official checker: submission_* keys are checked at their first occurrence only
+        if not ("submission_" in ll.key and seen.count > 1):
+            self._check_line(rule, ll)
+        if rule.first_checks and ll.key not in self.first_checked:
+            self.first_checked.add(ll.key)
+            self._evaluate(rule, rule.first_checks, ll)
+        if rule.target:
+            tried = self.tried.setdefault(ll.key, [0, None])
+            tried[0] += 1
+            tried[1] = ll
+            if self._meets_target(rule, ll):
+                self._met(ll)
+
+    def finish(self) -> None:
+        for ll in self.chain.lines.extra[:self.extra_seen]:  # after the file's lines, as in the official checker
+            self.feed(ll)
+        rules = self.rules
+        for key, (count, last) in self.tried.items():
+            if key not in self.met:
+                self._add(None, _target_missed(rules, rules.keys[key], count, last))
+        for key in self.tried:
+            best, _, first = self.met.get(key, (None, None, None))
+            self.chain.target_met[key] = [best or first] if first else []
+        self._check_counts()
+        self._check_end()
+
+    def _met(self, ll: LogLine) -> None:
+        # the convergence point is the least progress that met the target: only that line is kept
+        met = self.met.setdefault(ll.key, [None, None, ll])
+        reached = line_progress(ll.value)
+        if reached is not None and (met[1] is None or reached < met[1]):
+            met[0], met[1] = ll, reached
 
     def _add(self, overridable_by: str | None, finding: Finding) -> None:
-        self._found.append((overridable_by, finding))
+        self.found.add(finding, overridable_by)
 
-    def _apply(self, rules: RuleFile) -> None:
-        self._found = [(key, f) for key, f in self._found if key not in rules.keys]
-        s: dict[str, Any] = {}
-        state = {"enqueue_config": self.queue.append, "s": s, "is_integer": is_integer, "math": math}
-        if rules.begin:
-            self._run_code(rules, None, lambda: exec(rules.begin, state, {"loglines": self.lines}), "BEGIN")
-        seen: dict[str, list[Any]] = {key: [] for key in rules.keys}
-        first_checked: set[str] = set()
-        target_tried: dict[str, list[LogLine]] = {}
-        met: dict[str, list[LogLine]] = {}
-        for ll in self.lines:
-            rule = rules.keys.get(ll.key)
-            if rule is None:
-                continue
-            seen[ll.key].append(ll.value.get("value"))
-            # as the official checker: submission_* keys are checked at their first occurrence only
-            if not ("submission_" in ll.key and len(seen[ll.key]) > 1):
-                self._check_line(rules, rule, ll, state)
-            if rule.first_checks and ll.key not in first_checked:
-                first_checked.add(ll.key)
-                self._evaluate(rules, rule, rule.first_checks, ll, state)
-            if rule.target:
-                target_tried.setdefault(ll.key, []).append(ll)
-                if self._meets_target(rules, rule, ll, state):
-                    met.setdefault(ll.key, []).append(ll)
-        for key, tried in target_tried.items():
-            if key not in met:
-                self._add(None, _target_missed(rules, rules.keys[key], tried))
-        self.target_met.update({key: met.get(key, []) for key in target_tried})
-        self._check_counts(rules, seen)
-        self._check_end(rules, state)
-
-    def _check_line(self, rules: RuleFile, rule: KeyRule, ll: LogLine, state: dict) -> None:
+    def _check_line(self, rule: KeyRule, ll: LogLine) -> None:
         local = {"ll": ll, "v": ll.value}
         if rule.pre:
-            self._run_code(rules, ll, lambda: exec(rule.pre, state, local), "PRE", rule.name)
-        self._evaluate(rules, rule, rule.checks, ll, state)
+            self._run_code(ll, lambda: exec(rule.pre, self.state, local), "PRE", rule.name)
+        self._evaluate(rule, rule.checks, ll)
         if rule.post:
-            self._run_code(rules, ll, lambda: exec(rule.post, state, local), "POST", rule.name)
+            self._run_code(ll, lambda: exec(rule.post, self.state, local), "POST", rule.name)
 
-    def _evaluate(self, rules: RuleFile, rule: KeyRule, tests: tuple[Test, ...], ll: LogLine, state: dict) -> None:
+    def _evaluate(self, rule: KeyRule, tests: tuple[Test, ...], ll: LogLine) -> None:
         for test in tests:
-            outcome = _run_test(test, ll, state)
+            outcome = _run_test(test, ll, self.state)
             if outcome is not True:
+                if self.found.counted(rule.name, self.rules.name, rule.name, "error", _lineno(ll)):
+                    continue
                 message = _cannot(test, outcome) if isinstance(outcome, Exception) else _explain(rule, test, ll)
-                self._add(rule.name, Finding(rules.name, rule.name, message, _lineno(ll)))
+                self._add(rule.name, Finding(self.rules.name, rule.name, message, _lineno(ll)))
 
-    def _meets_target(self, rules: RuleFile, rule: KeyRule, ll: LogLine, state: dict) -> bool:
-        outcome = _run_test(rule.target, ll, state)
+    def _meets_target(self, rule: KeyRule, ll: LogLine) -> bool:
+        outcome = _run_test(rule.target, ll, self.state)
         if isinstance(outcome, Exception):  # the official checker would crash here
-            self._add(None, Finding(rules.name, rule.name, _cannot(rule.target, outcome), _lineno(ll)))
+            self._add(None, Finding(self.rules.name, rule.name, _cannot(rule.target, outcome), _lineno(ll)))
         return outcome is True
 
-    def _run_code(self, rules: RuleFile, ll: LogLine | None, run: Callable[[], None], part: str,
-                  key: str | None = None) -> None:
+    def _run_code(self, ll: LogLine | None, run: Callable[[], None], part: str, key: str | None = None) -> None:
         try:
             run()
         except Exception as e:  # rule code meets arbitrary log values
             message = f"the rule's {part} code failed on this log ({type(e).__name__}: {str(e)[:80]})"
-            self._add(key, Finding(rules.name, key, message, _lineno(ll) if ll else None))
+            self._add(key, Finding(self.rules.name, key, message, _lineno(ll) if ll else None))
 
-    def _check_counts(self, rules: RuleFile, seen: dict[str, list[Any]]) -> None:
-        alternatives: set[frozenset[str]] = set()
+    def _check_counts(self) -> None:
+        rules = self.rules
         for key, rule in rules.keys.items():
-            req, values = rule.req, seen[key]
+            req, values = rule.req, self.seen[key]
             if not req or req == "OPTIONAL":
                 continue
-            if req == "EXACTLY_ONE" and len(values) != 1:
-                if values and values.count(values[0]) == len(values):
+            if req == "EXACTLY_ONE" and values.count != 1:
+                if values.count and values.same:
                     # the official checker only warns about repeats of one value (per-rank lines)
-                    self._add(key, Finding(rules.name, key, f"logged {len(values)} times with the same "
+                    self._add(key, Finding(rules.name, key, f"logged {values.count} times with the same "
                                                             "value; the rules ask for exactly one", severity="warning"))
                 else:
-                    shown = ", ".join(sorted({_short(v) for v in values}))
-                    detail = f" with different values: {shown}" if values else ""
-                    self._add(key, Finding(rules.name, key, f"required exactly once, found {len(values)}{detail}"))
-            elif req == "AT_LEAST_ONE" and not values:
+                    shown = ", ".join(sorted(values.shown)) + (", ..." if values.more else "")
+                    detail = f" with different values: {shown}" if values.count else ""
+                    self._add(key, Finding(rules.name, key, f"required exactly once, found {values.count}{detail}"))
+            elif req == "AT_LEAST_ONE" and not values.count:
                 self._add(key, Finding(rules.name, key, "required at least once, found none"))
             elif req.startswith("AT_LEAST(") and req.endswith(")"):
                 needed = int(req[len("AT_LEAST("):-1])
-                if len(values) < needed:
-                    self._add(key, Finding(rules.name, key, f"required at least {needed} times, found {len(values)}"))
-            elif req.startswith("AT_LEAST_ONE_OR(") and req.endswith(")"):
-                others = [name.strip() for name in req[len("AT_LEAST_ONE_OR("):-1].split(",")]
-                alternatives.add(frozenset([key, *others]))
-        for group in sorted(alternatives, key=sorted):
-            if not any(self.key_counts[key] or seen.get(key) for key in group):
+                if values.count < needed:
+                    self._add(key, Finding(rules.name, key, f"required at least {needed} times, found {values.count}"))
+        for group in sorted(self.alternatives, key=sorted):
+            if not any(self.key_counts[key] or (key in self.seen and self.seen[key].count) for key in group):
                 names = " or ".join(sorted(group))
                 self._add(None, Finding(rules.name, None, f"required at least one of {names}, found none"))
 
-    def _check_end(self, rules: RuleFile, state: dict) -> None:
+    def _check_end(self) -> None:
+        rules = self.rules
         if rules.end_pre:
-            self._run_code(rules, None, lambda: exec(rules.end_pre, state), "END")
+            self._run_code(None, lambda: exec(rules.end_pre, self.state), "END")
         for test in rules.end_checks:
             try:
-                ok = bool(eval(test.code, state))
+                ok = bool(eval(test.code, self.state))
             except Exception as e:
                 ok, test_note = False, f" ({type(e).__name__})"
             else:
@@ -232,11 +352,10 @@ def _explain(rule: KeyRule, test: Test, ll: LogLine) -> str:
     return f"{rule.why} ({failed})" if rule.why else failed
 
 
-def _target_missed(rules: RuleFile, rule: KeyRule, tried: list[LogLine]) -> Finding:
-    last = tried[-1]
+def _target_missed(rules: RuleFile, rule: KeyRule, tried: int, last: LogLine) -> Finding:
     where = f", line {_lineno(last)}," if _lineno(last) else ""
     message = (f"no {rule.name} line meets the quality target `{rule.target.source}` "
-               f"({len(tried)} checked; the last{where} has {_short(last.value.get('value'))})")
+               f"({tried:,} checked; the last{where} has {_short(last.value.get('value'))})")
     return Finding(rules.name, rule.name, rule.why + f" ({message})" if rule.why else message)
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainclock.review.json_files import accelerator_count, scaling_factor
+from trainclock.review.json_files import accelerator_count, count_problem, scaling_factor
 from trainclock.review.rcp import RcpCheck, check_convergence
 from trainclock.review.run_review import RunReview
 from trainclock.review.scoring import ScoringRule, olympic_mean, scoring_rule
@@ -112,6 +112,10 @@ def review_entry(context: EntryContext, runs: Sequence[RunReview], rcp_dir: Path
             reasons.append(f"{len(runs)} runs where the rules ask for {rule.runs}; all are scored")
     if scaling != 1.0:
         reasons.append(f"scaled by {scaling:g} (scaling.json)")
+    problem = count_problem(context.system_desc) if context.system_desc else None
+    if problem:
+        reasons.append(f"system description {context.system_path or ''}: {problem}; its accelerator count is "
+                       "shown as unknown until the file is fixed")
     rcp = _rcp(runs, rule, context.round, rcp_dir) if rule else None
     if rcp and rcp.status in ("fail", "missing"):
         reasons.append(f"RCP {rcp.status}{'' if rcp.binding else ' (hint)'}: {rcp.message}")

@@ -6,15 +6,21 @@ from collections.abc import Sequence
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as _escape
 from rich.table import Table
 
 from trainclock.console import table_console
+from trainclock.mllog.reader import without_surrogates
 from trainclock.review.entry import INCOMPLETE, VALID, EntryReview
 from trainclock.review.run_review import RunReview
 
 VERDICT_STYLE = {VALID: "green", INCOMPLETE: "yellow"}
 FINDINGS_SHOWN = 4  # per run, unless verbose: a broken log can fail the same rule thousands of times
+
+
+def escape(text: str) -> str:
+    """Rich markup escaped, and lone surrogates (a file name that is not UTF-8) replaced: no terminal can print them."""
+    return _escape(without_surrogates(text))
 
 
 def print_review(entries: Sequence[EntryReview], console: Console | None = None, verbose: bool = False) -> None:
@@ -80,7 +86,8 @@ def _print_details(entry: EntryReview, console: Console, verbose: bool) -> None:
     for run in entry.runs:
         if verbose:
             reached = "not reached" if run.converged_at is None else f"{run.converged_at:,} {run.progress_unit or ''}"
-            console.print(f"  {escape(run.path.name)}: {run.status}, target {reached}, {len(run.evals)} evaluations",
+            console.print(f"  {escape(run.path.name)}: {escape(run.status)}, target {escape(reached)}, "
+                          f"{len(run.evals)} evaluations",
                           soft_wrap=True)
         shown = run.findings if verbose else run.errors
         for finding in shown[: None if verbose else FINDINGS_SHOWN]:

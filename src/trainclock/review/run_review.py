@@ -9,27 +9,19 @@ from pathlib import Path
 from typing import Any
 
 from trainclock.errors import DataError
-from trainclock.mllog.reader import Event, read_events
+from trainclock.mllog.reader import Event, LogSource
 from trainclock.review import compliance
 from trainclock.review.benchmarks import BenchmarkFacts, Metric, benchmark_facts, with_targets
 from trainclock.review.compliance import Finding, LogLine
+from trainclock.review.log_summary import MAX_EVALS, EvalPoint, LogSummary
+from trainclock.review.progress import PROGRESS_FIELDS, line_progress
 from trainclock.review.scoring import scoring_rule
-from trainclock.mllog.time_to_train import NoTimeToTrain, run_status, time_to_train_ms
 
-# where a log says how far training had got at an evaluation, in the result summarizer's order
-PROGRESS_FIELDS = ("samples_count", "epoch_num", "step_num")
+__all__ = ["PROGRESS_FIELDS", "EvalPoint", "LogQuality", "RunReview", "log_quality", "review_log"]
+
 # trainclock's own header keys: one target event per quality metric, and the progress unit
 TARGET_KEY = "trainclock_target"
 UNIT_KEY = "trainclock_progress_unit"
-
-
-@dataclass(frozen=True)
-class EvalPoint:
-    progress: int | float | None  # in the benchmark's progress unit (tokens for gpt3)
-    value: Any  # the metric as logged (a number; a dict for multi-metric benchmarks)
-    metric: str | None  # metadata "metric" where one log mixes metrics (stable diffusion: FID, CLIP)
-    time_ms: int | float
-    lineno: int
 
 
 def _header_text(key: str) -> property:
@@ -53,6 +45,7 @@ class RunReview:
     metrics: tuple[Metric, ...] = ()
     units_per_sample: float | None = None  # progress units in one training sample, where known
     samples_per_unit: float | None = None  # training samples in one progress unit, where known
+    events: int = -1  # readable MLLOG events in the log (-1: not counted)
 
     @property
     def passed(self) -> bool:
@@ -71,6 +64,15 @@ class RunReview:
     @property
     def warnings(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == "warning"]
+
+    @property
+    def error_count(self) -> int:
+        """Errors found, the listed and the counted ones."""
+        return sum(f.repeats for f in self.errors)
+
+    @property
+    def warning_count(self) -> int:
+        return sum(f.repeats for f in self.warnings)
 
     benchmark = _header_text("submission_benchmark")
     division = _header_text("submission_division")
@@ -108,35 +110,37 @@ class RunReview:
 
 
 def review_log(path: Path, round_: str) -> RunReview:
-    """Review one log under the rules of `round_` ("3.0", "3.1")."""
+    """Review one log under the rules of `round_` ("3.0", "3.1"), streaming it: memory does not
+    grow with the log."""
+    summary = LogSummary()
     try:
-        events, malformed = read_events(path)
         size = path.stat().st_size
+        report = compliance.check(LogSource(path), round_, observe=summary.observe)
     except OSError as e:
         raise DataError(f"cannot read log {path}: {e.strerror}; check that it is a readable file") from None
-    report = compliance.check(events, round_, malformed)
-    header = _header(events)
-    benchmark = header.get("submission_benchmark")
-    rule = scoring_rule(benchmark)
-    quality = log_quality(events, header)
-    try:
-        ttt = time_to_train_ms(events)
-    except NoTimeToTrain:
-        ttt = None
+    header = summary.header
+    rule = scoring_rule(header.get("submission_benchmark"))
+    quality = log_quality(summary.own_events, header)
+    findings = report.findings
+    if summary.evals_left_out:
+        findings = [*findings, Finding("log size", "eval_accuracy", f"{summary.evals_left_out:,} eval_accuracy lines "
+                                       f"past the first {MAX_EVALS:,} are left out of the eval curve",
+                                       severity="warning", repeats=summary.evals_left_out)]
     return RunReview(
         path=path,
         round=round_,
         size_bytes=size,
         header=header,
-        status=run_status(events),
-        time_to_train_ms=ttt,
-        findings=tuple(report.findings),
-        evals=_eval_curve(events),
+        status=summary.status,
+        time_to_train_ms=summary.time_to_train_ms,
+        findings=tuple(findings),
+        evals=summary.eval_curve(),
         converged_at=_converged_at(report.target_met),
         progress_unit=quality.progress_unit or (rule.progress if rule else None),
         metrics=quality.metrics,
         units_per_sample=quality.units_per_sample,
         samples_per_unit=quality.samples_per_unit,
+        events=report.events,
     )
 
 
@@ -195,7 +199,12 @@ def _header_number(header: dict[str, Any], key: str) -> float | None:
 
 
 def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer past the largest double
+        return False
 
 
 def _header(events: list[Event]) -> dict[str, Any]:
@@ -208,47 +217,22 @@ def _header(events: list[Event]) -> dict[str, Any]:
     return header
 
 
-def _eval_curve(events: list[Event]) -> tuple[EvalPoint, ...]:
-    points = [EvalPoint(_progress(e.metadata), e.value, _str_or_none(e.metadata.get("metric")), e.time_ms, e.lineno)
-              for e in events if e.key == "eval_accuracy"]
-    # file order is not time order: sort by progress, then by time
-    return tuple(sorted(points, key=lambda p: (p.progress is None, p.progress or 0, p.time_ms)))
-
-
 def _converged_at(target_met: dict[str, list[LogLine]]) -> int | float | None:
     """Progress at which every quality target (usually one: eval_accuracy's) was first met."""
     if not target_met:
         return None
     firsts = []
     for lines in target_met.values():
-        reached = [p for p in (_line_progress(line) for line in lines) if p is not None]
+        reached = [p for p in (line_progress(line.value) for line in lines) if p is not None]
         if not reached:
             return None
         firsts.append(min(reached))
     return max(firsts)
 
 
-def _line_progress(line: LogLine) -> int | float | None:
-    # stable diffusion's rules build virtual lines with the step inside the value
-    progress = _progress(line.value.get("metadata") or {})
-    value = line.value.get("value")
-    if progress is None and isinstance(value, dict):
-        progress = _progress(value)
-    return progress
-
-
-def _progress(fields: dict) -> int | float | None:
-    for name in PROGRESS_FIELDS:
-        value = fields.get(name)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and math.isfinite(value):
-            return value
-    return None
-
-
 def _positive_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    # past 2**63 no batch size is meant, and the RCP arithmetic in floats would overflow
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63 else None
 
 
 def _str_or_none(value: Any) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 
 from trainclock.errors import UsageError
@@ -55,7 +56,8 @@ def find_entries(path: Path) -> list[tuple[Path, list[Path]]]:
     found = []
     for folder, dirs, files in os.walk(path):
         dirs.sort()
-        logs = sorted((f for f in files if RESULT_LOG.fullmatch(f)), key=_natural)
+        # only regular files: a FIFO named result_0.txt would block the reading forever
+        logs = sorted((f for f in files if RESULT_LOG.fullmatch(f) and _regular(Path(folder) / f)), key=_natural)
         if logs:
             found.append((Path(folder), [Path(folder) / f for f in logs]))
     if not found:
@@ -78,7 +80,7 @@ def entry_context(folder: Path, round_: str | None = None) -> EntryContext:
         return EntryContext(folder, round_, round_source)
     org_dir = system_dir.parent.parent
     system_path = org_dir / "systems" / f"{system_dir.name}.json"
-    desc = system_description(system_path) if system_path.exists() else None
+    desc = system_description(system_path) if system_path.exists() or system_path.is_symlink() else None
     return EntryContext(folder, round_, round_source, org=org_dir.name, system=system_dir.name,
                         benchmark_folder=absolute.name, system_desc=desc,
                         system_path=system_path if desc is not None else None)
@@ -96,6 +98,13 @@ def _round_from_path(path: Path) -> str | None:
         if match := ROUND_FOLDER.fullmatch(part):
             return match.group(1)
     return None
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:  # a dangling link: review_log says what is wrong with it
+        return path.is_symlink()
 
 
 def _natural(name: str) -> list:

@@ -1,0 +1,90 @@
+"""What a review keeps of a log besides its compliance findings, gathered event by event so that
+a log of any size costs the same memory: the header, run_start/run_stop, the eval curve (its
+first MAX_EVALS points; a stuck process can log millions) and trainclock's own header events."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainclock.mllog.reader import Event
+from trainclock.review.progress import progress
+
+MAX_EVALS = 10_000  # real logs have tens to a few hundred evaluations
+MAX_HEADER_KEYS = 1_000
+MAX_HEADER_VALUE = 4_000  # characters of JSON: hyperparameters are short
+OWN_KEYS = ("trainclock_target", "trainclock_progress_unit")  # read by log_quality
+MAX_OWN_EVENTS = 100
+
+
+@dataclass(frozen=True)
+class EvalPoint:
+    progress: int | float | None  # in the benchmark's progress unit (tokens for gpt3)
+    value: Any  # the metric as logged (a number; a dict for multi-metric benchmarks)
+    metric: str | None  # metadata "metric" where one log mixes metrics (stable diffusion: FID, CLIP)
+    time_ms: int | float
+    lineno: int
+
+
+@dataclass
+class LogSummary:
+    header: dict[str, Any] = field(default_factory=dict)  # first value of each POINT_IN_TIME key before run_start
+    own_events: list[Event] = field(default_factory=list)  # trainclock_* header events, before run_start
+    starts: int = 0
+    stops: int = 0
+    first_start_ms: int | float | None = None
+    first_stop_ms: int | float | None = None
+    status: str = "unfinished"  # the last run_stop's metadata status
+    evals: list[EvalPoint] = field(default_factory=list)
+    evals_left_out: int = 0
+    _running: bool = False
+
+    def observe(self, e: Event) -> None:
+        if e.key == "run_start":
+            self._running = True
+            self.starts += 1
+            if self.first_start_ms is None:
+                self.first_start_ms = e.time_ms
+        elif e.key == "run_stop":
+            self.stops += 1
+            if self.first_stop_ms is None:
+                self.first_stop_ms = e.time_ms
+            self.status = str(e.metadata.get("status", "unknown"))[:100]
+        elif e.key == "eval_accuracy":
+            if len(self.evals) < MAX_EVALS:
+                metric = e.metadata.get("metric")
+                self.evals.append(EvalPoint(progress(e.metadata), e.value, metric if isinstance(metric, str) else None,
+                                            e.time_ms, e.lineno))
+            else:
+                self.evals_left_out += 1
+        if self._running:
+            return
+        if e.event_type == "POINT_IN_TIME" and e.key not in self.header and len(self.header) < MAX_HEADER_KEYS:
+            self.header[e.key] = _bounded(e.value)
+        if e.key in OWN_KEYS and len(self.own_events) < MAX_OWN_EVENTS:
+            self.own_events.append(e)
+
+    @property
+    def time_to_train_ms(self) -> int | float | None:
+        """run_stop - run_start; None unless exactly one of each."""
+        if self.starts != 1 or self.stops != 1:
+            return None
+        return self.first_stop_ms - self.first_start_ms
+
+    def eval_curve(self) -> tuple[EvalPoint, ...]:
+        # file order is not time order: sort by progress, then by time
+        return tuple(sorted(self.evals, key=lambda p: (p.progress is None, p.progress or 0, p.time_ms)))
+
+
+def _bounded(value: Any) -> Any:
+    """The value, or the start of its text where it is too long to be a header value."""
+    if isinstance(value, str):
+        return value if len(value) <= MAX_HEADER_VALUE else value[:MAX_HEADER_VALUE] + "…"
+    if isinstance(value, dict | list):
+        try:
+            text = json.dumps(value, default=str)
+        except (ValueError, RecursionError):
+            return "…"
+        return value if len(text) <= MAX_HEADER_VALUE else text[:MAX_HEADER_VALUE] + "…"
+    return value

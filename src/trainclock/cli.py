@@ -11,19 +11,23 @@ from trainclock.commands import COMMANDS
 from trainclock.errors import TrainclockError
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; with argv, a command may add flags that depend on it (`run BENCHMARK` adds the
+    benchmark's own flags)."""
     parser = argparse.ArgumentParser(prog="trainclock", description="Time-to-train benchmarks, MLPerf style.")
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.register(sub)
+        if argv and argv[0] == getattr(command, "NAME", None) and hasattr(command, "extend"):
+            command.extend(sub.choices[command.NAME], argv[1:])
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser().parse_args(argv)
-    args.argv = argv  # a multi-process run re-executes itself with the same arguments
     try:
+        args = build_parser(argv).parse_args(argv)
+        args.argv = argv  # a multi-process run re-executes itself with the same arguments
         return args.func(args)
     except TrainclockError as e:
         rank = os.environ.get("RANK") if int(os.environ.get("WORLD_SIZE", 1)) > 1 else None

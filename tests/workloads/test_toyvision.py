@@ -19,8 +19,15 @@ from trainclock.mllog.reader import read_events
 @pytest.fixture(scope="module")
 def one_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("toy-one")
-    proc = trainclock(*toy_run(out, "--seed", "3", "--db", f"sqlite:///{out}/store.sqlite"))
+    proc = trainclock(*toy_run(out, "--seed", "3", "--db", f"sqlite:///{out}/store.sqlite", "--dataset-name", "toy patterns"))
     return out, proc
+
+
+def test_the_workload_flags_show_only_with_the_workload():
+    own = trainclock("run", "toyvision-tiny", "--help")
+    assert own.returncode == 0 and "--dataset-name" in own.stdout and "the benchmark's own flags" in own.stdout
+    other = trainclock("run", "gpt3-tiny", "--dataset-name", "x")
+    assert other.returncode == 2 and "unrecognized arguments: --dataset-name" in other.stderr
 
 
 def test_list_shows_both_workloads_with_metric_direction_and_target():
@@ -53,6 +60,7 @@ def test_log_counts_epochs_and_passes_the_official_common_rules(one_run):
     target = header["trainclock_target"]
     assert (target.value, target.metadata["metric"], target.metadata["direction"]) == (0.88, "top-1 accuracy", "higher")
     assert header["trainclock_progress_unit"].value == "images"
+    assert header["dataset"].value == "toy patterns"  # the workload's own flag reached it
     accuracy = [e for e in events if e.key == "eval_accuracy"]
     assert accuracy[0].metadata["epoch_num"] == 0.25  # a quarter of the 4,096 training images
     stop = [e for e in events if e.key == "run_stop"][0]

@@ -17,6 +17,8 @@ STATUS_FILE_ENV = "TRAINCLOCK_STATUS_FILE"  # where rank 0 tells the launching p
 # Exit codes: 0 target reached, 1 stopped at a limit (aborted), 2 bad input, 3 a process failed
 PROCESS_FAILED = 3
 MAX_RUNS = 100
+NAME = "run"
+WORKLOAD_FLAGS = "the benchmark's own flags"  # the argument group a workload's add_arguments fills
 
 
 def register(sub) -> None:
@@ -61,6 +63,29 @@ def register(sub) -> None:
     ckpt.add_argument("--resume", action="store_true",
                       help="continue the newest unfinished run from its last complete checkpoint, with its seed and settings")
     run.set_defaults(func=main)
+
+
+def extend(parser, argv: list[str]) -> None:
+    """Add the named benchmark's own flags (e.g. a start checkpoint) to `run`'s parser; an
+    unknown name is left for main() to report."""
+    from trainclock.errors import TrainclockError
+    from trainclock.workloads import registry
+
+    name = next((a for a in argv if not a.startswith("-")), None)
+    if name is None:
+        return
+    try:
+        workload, _ = registry.find(name)
+    except TrainclockError:
+        return
+    group = parser.add_argument_group(WORKLOAD_FLAGS)
+    workload.add_arguments(group)
+    parser.set_defaults(workload_flags=tuple(action.dest for action in group._group_actions))
+
+
+def _workload_flags(args) -> dict:
+    """The values of the flags the benchmark added, for RunSettings.extra."""
+    return {dest: getattr(args, dest) for dest in getattr(args, "workload_flags", ())}
 
 
 def main(args) -> int:
@@ -119,7 +144,8 @@ def _settings(args):
     from trainclock.workloads.base import RunSettings
 
     return RunSettings(data=args.data, global_batch_size=args.gbs, micro_batch_size=args.micro_batch,
-                       compile=bool(args.compile), activation_checkpointing=bool(args.activation_checkpointing))
+                       compile=bool(args.compile), activation_checkpointing=bool(args.activation_checkpointing),
+                       extra=_workload_flags(args))
 
 
 def _take_over_resumed_settings(args, member: str, device, world: int) -> None:

@@ -144,6 +144,7 @@ class RunSettings:
     micro_batch_size: int | None = None
     compile: bool = False
     activation_checkpointing: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)  # the values of the workload's own flags (add_arguments)
 
 
 class RunSpec(Protocol):
@@ -164,8 +165,10 @@ class Workload(Protocol):
         """Every member (size or CPU tier), smallest first."""
         ...
 
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        """Nothing, or the workload's own `trainclock run` flags (none may clash with the generic ones)."""
+    def add_arguments(self, group: argparse._ArgumentGroup) -> None:
+        """Nothing, or the workload's own `trainclock run` flags, added to this group of `run`'s parser
+        when the command names the workload (none may clash with the generic flags); their values
+        reach resolve and build_job as RunSettings.extra[dest]."""
         ...
 
     def resolve(self, member: str, settings: RunSettings, layout: "Layout", device: torch.device) -> RunSpec:

@@ -46,8 +46,8 @@ class GPT3Workload:
                        unit="tokens")
                 for s in MEMBERS.values()]
 
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        return None
+    def add_arguments(self, group: argparse._ArgumentGroup) -> None:
+        return None  # --data is generic
 
     def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> GPT3Spec:
         spec = get_member(member)

@@ -17,8 +17,9 @@ def tiny_args(corpus: Path, out: Path, *extra: str, samples: int = 640) -> list[
             "--precision", "fp32", "--max-samples", str(samples), *extra]
 
 
-def run(argv: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # two processes on two cores: one thread each
+def run(argv: list[str], timeout: float = 240, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`env` adds to the environment (a module-wide TRAINCLOCK_HOME, say)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}  # two processes on two cores: one thread each
     return subprocess.run([*CLI, *argv], capture_output=True, text=True, timeout=timeout, env=env)
 
 

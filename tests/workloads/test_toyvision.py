@@ -65,6 +65,7 @@ def test_log_counts_epochs_and_passes_the_official_common_rules(one_run):
     assert accuracy[0].metadata["epoch_num"] == 0.25  # a quarter of the 4,096 training images
     stop = [e for e in events if e.key == "run_stop"][0]
     assert stop.metadata["status"] == "success"
+    assert not log.stat().st_mode & 0o111  # a log is data, never executable (it was 0755)
 
 
 def test_review_and_results_store_take_it(one_run):

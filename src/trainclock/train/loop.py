@@ -45,6 +45,7 @@ class LoopState:
     block_first: int = 0
     final_loss: float = math.nan
     status: str = "aborted"
+    diverged: bool = False
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -65,6 +66,7 @@ class TrainOutcome:
     train_seconds: float
     evals: list[tuple[int | float, dict[str, float]]]
     final_loss: float
+    diverged: bool = False  # a non-finite loss or evaluation ended it: aborted, with no quality to report
 
 
 # Saves a checkpoint of the model, optimizer and loop state.
@@ -181,6 +183,7 @@ def train(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions
                          "grad_norm": grad_norm, "units_per_s": units_per_step / step_seconds})
         if not math.isfinite(loss_value):
             log.event("trainclock_diverged", None, metadata={count_key: count_now})
+            state.diverged = True
             break
 
         reached = False
@@ -188,6 +191,12 @@ def train(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions
             log.end("block_stop", metadata={"first_epoch_num": state.block_first})
             log.start("eval_start", metadata={count_key: count_now})
             values = evaluate(job, autocast, ctx)
+            if not all(math.isfinite(v) for v in values.values()):
+                # NaN is no accuracy: the log and the results store must not carry it as one
+                log.end("eval_stop", metadata={count_key: count_now})
+                log.event("trainclock_diverged", None, metadata={count_key: count_now, "eval": str(values)})
+                state.block_first, state.diverged = count_now, True
+                break
             log.event("eval_accuracy", job.eval_accuracy(values), metadata={count_key: count_now})
             log.end("eval_stop", metadata={count_key: count_now})
             state.evals.append((count_now, values))
@@ -214,7 +223,7 @@ def train(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions
     log.event("train_samples", job.progress.log_count(state.samples))
     log.end("run_stop", metadata={"status": state.status})
     return TrainOutcome(state.status, state.steps, state.samples, state.samples * job.progress.units_per_sample,
-                        state.train_seconds, state.evals, state.final_loss)
+                        state.train_seconds, state.evals, state.final_loss, state.diverged)
 
 
 def _write(stream: IO[str], record: dict) -> None:

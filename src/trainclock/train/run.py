@@ -7,8 +7,10 @@ on one process or as one rank of a torchrun group, written into an official resu
   <out>/checkpoints/<system>/<workload>/result_<i>/step_<N>/  sharded checkpoints (when enabled)
 
 A run resumes (`--resume`, or after torchrun restarts a failed worker group) from the newest
-checkpoint of the newest unfinished result: the log and metrics continue from where that
+intact checkpoint of the newest unfinished result: the log and metrics continue from where that
 checkpoint left them, and the clock keeps running through the outage (wall time, as MLPerf).
+A damaged checkpoint (a file whose sha256 or size differs from the one saved, log offsets
+past the files) is reported in one line and skipped for the one before it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
@@ -26,10 +29,10 @@ import torch.distributed as dist
 from trainclock.device import system
 from trainclock.device.peak import DTYPES, matmul_peak_flops, resolve_precision
 from trainclock.distributed import env as dist_env
-from trainclock.distributed.checkpoint import Checkpointer, latest, read_meta
+from trainclock.distributed.checkpoint import Checkpointer, newest_intact, read_meta, step_folders
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
-from trainclock.errors import UsageError
+from trainclock.errors import DataError, UsageError
 from trainclock.mllog import NullLog, RunLog
 from trainclock.mllog.reader import read_events
 from trainclock.mllog.time_to_train import time_to_train_ms
@@ -92,6 +95,7 @@ class _Slot:
     resume_from: Path | None = None
     seed: int | None = None
     error: str | None = None
+    skipped: tuple[tuple[Path, str], ...] = ()  # newer checkpoints found damaged, with the reason
 
 
 def execute(request: RunRequest) -> RunResult | None:
@@ -188,15 +192,17 @@ def _settings_record(request: RunRequest) -> dict:
 
 
 def resumable_settings(out: Path, system_name: str, member: str) -> dict | None:
-    """The identity and settings of the run `--resume` would continue (None: there is none).
-    Reads only: the command fills the settings the user did not pass from these."""
-    slot = _resumable(out, out / "results" / system_name / member)
+    """The identity and settings of the run `--resume` would continue (None: there is none;
+    DataError: every checkpoint of it is damaged). Reads only: the command fills the settings
+    the user did not pass from these."""
+    # hashing every checkpoint file once more on every rank would cost time for nothing: rank 0
+    # verifies them when it claims the slot. The launcher of torchrun does, to fail with exit 2.
+    slot = _resumable(out, out / "results" / system_name / member, files=not dist_env.under_torchrun())
     if slot is None:
         return None
-    try:
-        meta = read_meta(slot.resume_from)
-    except Exception:  # a damaged checkpoint is reported where the run loads it
-        return None
+    if slot.error:  # before torchrun starts: one line and exit 2, not a failed worker group
+        raise DataError(slot.error)
+    meta = read_meta(slot.resume_from)  # verified by _resumable
     return {**meta.get("settings", {}), "seed": meta["identity"].get("seed")}
 
 
@@ -206,11 +212,13 @@ def _claim_slot(request: RunRequest, results_dir: Path, resume: bool) -> _Slot:
         results_dir.mkdir(parents=True, exist_ok=True)
         if resume:
             slot = _resumable(request.out, results_dir)
+            if slot and slot.error:
+                return slot
             if slot:
-                try:
-                    stored = read_meta(slot.resume_from)["identity"].get("seed")
-                except Exception:
-                    stored = None
+                for path, reason in slot.skipped:
+                    print(f"trainclock: checkpoint {path} is damaged ({reason}): skipped; "
+                          f"resuming from {slot.resume_from.name}", file=sys.stderr, flush=True)
+                stored = read_meta(slot.resume_from)["identity"].get("seed")
                 return replace(slot, seed=request.seed if request.seed is not None else stored)
             if request.resume:
                 others = sorted(p.parent.parent.name for p in results_dir.parent.parent.glob(f"*/{name}/result_*.txt.partial")
@@ -229,8 +237,10 @@ def fresh_seed() -> int:
     return int.from_bytes(os.urandom(4), "little") % (2**31)
 
 
-def _resumable(out: Path, results_dir: Path) -> _Slot | None:
-    """The newest unfinished result (a .partial log) that has a complete checkpoint."""
+def _resumable(out: Path, results_dir: Path, files: bool = True) -> _Slot | None:
+    """The newest unfinished result (a .partial log) that has a checkpoint, and its newest
+    intact checkpoint; an error when every checkpoint it has is damaged (resuming an older
+    run instead would be a surprise). Rank 0 alone decides: every rank loads its choice."""
     if not results_dir.is_dir():
         return None
     system_name, workload = results_dir.parent.name, results_dir.name
@@ -238,9 +248,40 @@ def _resumable(out: Path, results_dir: Path) -> _Slot | None:
     for partial in reversed(partials):
         log_path = partial.with_name(partial.name.removesuffix(".partial"))
         folder = out / "checkpoints" / system_name / workload / log_path.stem
-        newest = latest(folder)
-        if newest is not None:
-            return _Slot(log_path=log_path, resume_from=newest)
+        if not step_folders(folder):
+            continue
+        metrics_path = log_path.with_name(log_path.stem + ".metrics.jsonl")
+        intact, damaged = newest_intact(folder, lambda meta: _offsets_damage(meta["offsets"], partial, metrics_path),
+                                        files=files)
+        if intact is None:
+            reasons = "; ".join(f"{p.name}: {why}" for p, why in damaged)
+            return _Slot(error=f"every checkpoint of {log_path.stem} in {folder} is damaged ({reasons}); nothing to resume: "
+                               f"start a new run without --resume (or restore the checkpoints from a copy)")
+        return _Slot(log_path=log_path, resume_from=intact, skipped=tuple(damaged))
+    return None
+
+
+def _offsets_damage(offsets: dict, log_partial: Path, metrics_path: Path) -> str | None:
+    """Why a checkpoint's log offsets cannot be resumed at: each must be a line end within its
+    file, which a resume truncates to it (past its end, truncate would pad it with zeros)."""
+    for key, path in (("log", log_partial), ("metrics", metrics_path)):
+        at = offsets.get(key) if isinstance(offsets, dict) else None
+        if type(at) is not int or at < 0:
+            return f"its {key} offset {at!r} is not a byte position"
+        try:
+            size = path.stat().st_size
+            if at > size:
+                return f"its {key} offset {at} is past the end of {path.name} ({size} bytes)"
+            if at:
+                with open(path, "rb") as f:
+                    f.seek(at - 1)
+                    if f.read(1) != b"\n":
+                        return f"its {key} offset {at} is not at a line end of {path.name}"
+        except FileNotFoundError:
+            if at:
+                return f"{path.name} is missing"
+        except OSError as e:
+            return f"{path.name} cannot be read: {e.strerror}"
     return None
 
 
@@ -256,6 +297,7 @@ def _share(ctx: ParallelContext, value: T | None) -> T:
 def _open_metrics(path: Path, resume_at: int | None):
     if resume_at is None:
         return open(path, "w")
+    path.touch()  # offset 0 (checkpointed before any step) is valid for a lost file too
     f = open(path, "r+")
     f.truncate(resume_at)
     f.seek(resume_at)
@@ -278,7 +320,8 @@ def _reserve_result_path(folder: Path) -> Path:
         path = folder / f"result_{i}.txt"
         if not path.exists():
             try:
-                os.close(os.open(path.with_name(path.name + ".partial"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                # 0o666 through the umask: a log is data (os.open defaults to 0o777, which made logs executable)
+                os.close(os.open(path.with_name(path.name + ".partial"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
                 return path
             except FileExistsError:
                 pass

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from rich.console import Console
 from rich.table import Table
 
@@ -17,9 +19,15 @@ def print_run_summary(result: RunResult, console: Console | None = None) -> None
     table.add_column()
     table.add_row("time-to-train", f"{result.time_to_train_ms / 60000:.3f} min ({result.time_to_train_s:.1f} s, run_stop - run_start)")
     for target in result.quality:
-        values = [m[target.metric] for _, m in o.evals if target.metric in m]
-        best = (min if target.direction == "lower" else max)(values, default=float("nan"))
-        table.add_row("quality", f"{best:.4f} {target.metric} (target {target.describe()})")
+        values = [m[target.metric] for _, m in o.evals if target.metric in m and math.isfinite(m[target.metric])]
+        if o.diverged:  # the weights are garbage: an earlier evaluation is no quality of this run
+            table.add_row("quality", f"none: the run diverged at step {o.steps} (a non-finite loss or evaluation; "
+                                     f"target {target.describe()})")
+        elif not values:
+            table.add_row("quality", f"none: no evaluation ran (target {target.describe()})")
+        else:
+            best = (min if target.direction == "lower" else max)(values)
+            table.add_row("quality", f"{best:.4f} {target.metric} (target {target.describe()})")
     table.add_row(f"{result.unit} to target" if o.status == "success" else f"{result.unit} trained",
                   f"{o.units:,} ({o.samples:,} samples, {o.steps} steps)")
     table.add_row("throughput", f"{result.units_per_s:,.0f} {result.unit}/s (training steps, evaluation excluded)")

@@ -1,21 +1,24 @@
 """How fast `trainclock review` checks and scores MLPerf logs: logs/s and MB/s on the real logs of
 shared/mlperf-results, and on a larger tree made of copies of them (each organization folder
-copied under new names, so every copy is reviewed as an entry of its own).
+copied under new names, so every copy is reviewed as an entry of its own); then trainclock against
+the official result summarizer on the same tree (shared/mlperf-suite), in the same run.
 
-  python benchmarks/review_speed.py [--shared PATH] [--copies 10] [--repeat 5] [--official]
+  python benchmarks/review_speed.py [--shared PATH] [--suite PATH] [--copies 10] [--repeat 5] [--no-official]
 
 Figures printed:
-  cold   a fresh Python process reviewing all of shared/ (imports included), as the CLI does
-  warm   review_path(shared) again in a warm process (rules compiled, references computed), best of --repeat
-  large  review_path of the replicated tree, best of --repeat
-  official (with --official) mlperf_logging's own checker + summarizer scoring on shared/, for scale
+  cold      a fresh Python process reviewing all of --shared (imports included), as the CLI does
+  warm      review_path(shared) again in a warm process (rules compiled, references computed), best of --repeat
+  large     review_path of the replicated tree, best of --repeat
+  trainclock  `trainclock review` of a copy of --suite in a fresh process, as a user runs it
+  official  `python -m mlperf_logging.result_summarizer <copy>/<round>/{org,...} training <ruleset>` (the
+            installed package: compliance checker, scores, RCP checker) on a fresh copy of --suite, once per
+            round; a copy because it deletes and rewrites scaling.json in the folders it reads
+  ratio     official / trainclock: the review must stay at least 10x faster
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import shutil
 import subprocess
 import sys
@@ -26,6 +29,9 @@ from pathlib import Path
 from trainclock.review.tree import review_path
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "mlperf-results"
+SUITE = SHARED.parent / "mlperf-suite"
+RULESETS = {"v3.0": "3.0.0", "v3.1": "3.1.0"}
+REQUIRED_RATIO = 10.0
 
 
 def logs_and_bytes(root: Path) -> tuple[int, int]:
@@ -57,22 +63,54 @@ def cold_seconds(shared: Path) -> float:
     return time.perf_counter() - start
 
 
-def official_seconds(shared: Path) -> float:
-    import logging
+def writable_copy(root: Path, into: Path) -> Path:
+    """The round folders of `root` copied under `into`, writable (the fixtures are read-only)."""
+    for round_dir in sorted(root.glob("v*")):
+        shutil.copytree(round_dir, into / round_dir.name)
+    for path in into.rglob("*"):
+        path.chmod(path.stat().st_mode | 0o200)
+    return into
 
-    from mlperf_logging.result_summarizer import result_summarizer
 
-    logging.disable(logging.CRITICAL)
+def trainclock_seconds(tree: Path) -> float:
     start = time.perf_counter()
-    with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):  # it prints its notices
-        for folder in shared.glob("v*/*/results/*/*"):
-            round_ = folder.relative_to(shared).parts[0][1:] + ".0"
-            result_summarizer._compute_strong_score_standalone(folder.name, None, False, str(folder), "training", round_)
+    subprocess.run([sys.executable, "-c", "import sys; from trainclock.cli import main; sys.exit(main())",
+                    "review", str(tree)], stdout=subprocess.DEVNULL, check=False)
     return time.perf_counter() - start
 
 
+def official_seconds(tree: Path) -> float:
+    """The installed summarizer's command line on `tree` (a copy it may change), one call per round."""
+    total = 0.0
+    for round_dir in sorted(tree.glob("v*")):
+        orgs = sorted(p.name for p in round_dir.iterdir() if (p / "results").is_dir())
+        folder = f"{round_dir}/{{{','.join(orgs)}}}" if len(orgs) > 1 else f"{round_dir}/{orgs[0]}"
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "mlperf_logging.result_summarizer", folder, "training",
+                        RULESETS[round_dir.name]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       check=True, cwd=tree)  # cwd: it writes its own log files where it runs
+        total += time.perf_counter() - start
+    return total
+
+
+def compare_with_official(suite: Path, repeat: int) -> float:
+    """Best-of-`repeat` seconds of trainclock and of the official summarizer on copies of `suite`; the ratio."""
+    logs, size = logs_and_bytes(suite)
+    ours, theirs = [], []
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+            ours.append(trainclock_seconds(writable_copy(suite, Path(a))))
+            theirs.append(official_seconds(writable_copy(suite, Path(b))))
+    report("trainclock", min(ours), logs, size)
+    report("official", min(theirs), logs, size)
+    ratio = min(theirs) / min(ours)
+    verdict = "ok" if ratio >= REQUIRED_RATIO else f"TOO SLOW: must be at least {REQUIRED_RATIO:g}x"
+    print(f"ratio     official / trainclock = {ratio:.1f}x on {suite} ({verdict})")
+    return ratio
+
+
 def report(label: str, seconds: float, logs: int, size: int) -> None:
-    print(f"{label:<9} {seconds * 1000:9.1f} ms  {logs:5d} logs  {size / 1e6:7.1f} MB  "
+    print(f"{label:<10} {seconds * 1000:9.1f} ms  {logs:5d} logs  {size / 1e6:7.1f} MB  "
           f"{logs / seconds:8.0f} logs/s  {size / 1e6 / seconds:7.1f} MB/s")
 
 
@@ -81,7 +119,11 @@ def main() -> None:
     parser.add_argument("--shared", type=Path, default=SHARED, help="the MLPerf result logs (default: %(default)s)")
     parser.add_argument("--copies", type=int, default=10, help="copies of shared/ in the large tree")
     parser.add_argument("--repeat", type=int, default=5, help="timings per figure; the best is printed")
-    parser.add_argument("--official", action="store_true", help="also time mlperf_logging's checker and summarizer")
+    parser.add_argument("--suite", type=Path, default=SUITE,
+                        help="the tree trainclock and the official summarizer both score (default: %(default)s)")
+    parser.add_argument("--official-repeat", type=int, default=1,
+                        help="timings of the comparison with the official summarizer; the best is used")
+    parser.add_argument("--no-official", action="store_true", help="skip the comparison with the official summarizer")
     args = parser.parse_args()
     shared = args.shared.resolve()
     logs, size = logs_and_bytes(shared)
@@ -95,8 +137,10 @@ def main() -> None:
         entries = len(review_path(large))
         report("large", best_of(args.repeat, lambda: review_path(large)), large_logs, large_size)
         print(f"          ({entries} entries in the large tree)")
-    if args.official:
-        report("official", official_seconds(shared), logs, size)
+    if not args.no_official:
+        ratio = compare_with_official(args.suite.resolve(), args.official_repeat)
+        if ratio < REQUIRED_RATIO:
+            sys.exit(1)
 
 
 if __name__ == "__main__":

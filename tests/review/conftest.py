@@ -17,14 +17,24 @@ from .trainclock_logs import write_tree
 set_hypothesis_home_dir(tempfile.mkdtemp(prefix="trainclock-hypothesis-"))
 
 # CI clones the repository with shared/ beside it
-SHARED_RESULTS = Path(__file__).resolve().parents[2] / ".." / "shared" / "mlperf-results"
+SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
+SHARED_RESULTS = SHARED / "mlperf-results"
+SHARED_SUITE = SHARED / "mlperf-suite"  # the whole v3.1 suite: Dell's eight benchmarks, Intel's CPU entries
+MISSING = "the MLPerf fixtures are not at"  # a skip CI turns into a failure (tests/conftest.py SERVICE_SKIPS)
 
 
 @pytest.fixture(scope="session")
 def shared_results() -> Path:
     if not SHARED_RESULTS.is_dir():
-        pytest.skip(f"the MLPerf fixtures are not at {SHARED_RESULTS.resolve()}")
+        pytest.skip(f"{MISSING} {SHARED_RESULTS.resolve()}")
     return SHARED_RESULTS.resolve()
+
+
+@pytest.fixture(scope="session")
+def shared_suite() -> Path:
+    if not SHARED_SUITE.is_dir():
+        pytest.skip(f"{MISSING} {SHARED_SUITE.resolve()}")
+    return SHARED_SUITE.resolve()
 
 
 @pytest.fixture(scope="session")

@@ -51,12 +51,14 @@ GPT3 = scoring_rule("gpt3")
     ([1.21e9, 1.20e9, 1.26e9], "pass"),
     ([1.05e9, 1.06e9, 1.07e9], "fail"),  # faster than any reference run: suspicious
     ([1.05e9, None, 1.07e9], "fail"),  # the failed run is the slowest, dropped
-    ([None, None, 1.2e9], "n/a"),
+    # more non-converged runs than allowed: rcp_checker's "Insufficient convergence", a failure
+    ([None, None, 1.2e9], "fail"),
 ])
 def test_the_olympic_mean_of_convergence_is_compared_with_the_references(tokens, status):
     check = check_convergence(GPT3, "3.1", [2048] * 3, tokens)
-    assert check.status == status and (check.binding or status == "n/a")
-    if status == "fail":
+    assert check.status == status and check.binding
+    assert check.official == {"pass": "Pass", "fail": "Fail"}[status] or check.official_message == "Insufficient convergence"
+    if status == "fail" and check.official != "Unknown state":
         assert check.submission_mean < check.min_mean and check.normalization > 1
         assert "faster than the references allow" in check.message
 

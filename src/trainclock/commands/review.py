@@ -15,16 +15,27 @@ def register(sub) -> None:
                         help="reference convergence points, laid out training_<round>/rcps_<benchmark>.json "
                              "(default: those of the mlperf-logging package)")
     review.add_argument("-v", "--verbose", action="store_true", help="every finding and warning, and each run's convergence")
+    review.add_argument("--json", action="store_true",
+                        help="print the review as JSON: per entry the verdict, the official score, what the result "
+                             "summarizer would print, the RCP check and every run")
     review.set_defaults(func=main)
 
 
 def main(args) -> int:
     from trainclock.errors import UsageError
-    from trainclock.review.render import print_review
     from trainclock.review.tree import review_path
 
     if args.rcp_dir is not None and not args.rcp_dir.is_dir():
         raise UsageError(f"--rcp-dir {args.rcp_dir} is not a folder; give one laid out training_<round>/rcps_<benchmark>.json")
     entries = [entry for path in args.paths for entry in review_path(path, args.round_, args.rcp_dir)]
-    print_review(entries, verbose=args.verbose)
+    if getattr(args, "json", False):
+        import sys
+
+        from trainclock.review.as_json import review_as_json
+
+        sys.stdout.write(review_as_json(entries) + "\n")
+    else:
+        from trainclock.review.render import print_review
+
+        print_review(entries, verbose=args.verbose)
     return 0 if all(entry.ok for entry in entries) else 1

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from trainclock.review.json_files import accelerator_count, count_problem, scaling_factor
+from trainclock.review.json_files import accelerator_count, count_problem, scaling_file
 from trainclock.review.rcp import RcpCheck, check_convergence
 from trainclock.review.run_review import RunReview
-from trainclock.review.scoring import ScoringRule, olympic_mean, scoring_rule
+from trainclock.review.scoring import ScoringRule, olympic, scoring_rule
 
 VALID, INVALID, INCOMPLETE = "valid", "invalid", "incomplete"
 
@@ -31,18 +31,44 @@ class EntryContext:
 
 
 @dataclass(frozen=True)
+class SummarizerView:
+    """What mlperf_logging's result summarizer prints for the entry, run on a copy of its folder
+    (it computes the score first, with the committed scaling.json, then runs its RCP check)."""
+
+    score: float | None  # its time_to_train: olympic mean x scaling factor; None where it prints none
+    olympic_mean: float | None
+    scaling_factor: float  # its rcp_scaling_factor: the committed scaling.json, else 1
+    used: tuple[str, ...]  # the runs averaged, fastest first (file names)
+    dropped_fastest: tuple[str, ...]
+    dropped_slowest: tuple[str, ...]  # converged runs dropped as the slowest
+    not_converged: tuple[str, ...]  # runs that fail review, dropped as the slowest: "path:line: why"
+    not_converged_allowed: int
+    lines: tuple[str, ...]  # the NOTICE / ERROR lines it prints about the entry
+
+    def as_json(self) -> dict:
+        return {"score": self.score, "olympic_mean": self.olympic_mean, "scaling_factor": self.scaling_factor,
+                "runs_used": list(self.used), "dropped_fastest": list(self.dropped_fastest),
+                "dropped_slowest": list(self.dropped_slowest), "not_converged": list(self.not_converged),
+                "not_converged_allowed": self.not_converged_allowed, "lines": list(self.lines)}
+
+
+@dataclass(frozen=True)
 class EntryReview:
     context: EntryContext
     runs: tuple[RunReview, ...]
     benchmark: str | None  # submission_benchmark of the runs (gpt3, bert, ...)
     rule: ScoringRule | None
     scaling_factor: float  # from scaling.json, 1 without one
-    score_minutes: float | None  # olympic mean x scaling factor; None unless complete and valid
+    # the official score: olympic mean x scaling factor; None unless complete and valid
+    score_minutes: float | None
     verdict: str  # "valid", "invalid" or "incomplete" (fewer runs than the rules ask for)
     reasons: tuple[str, ...]  # why the verdict, and anything a reviewer should see
-    # a binding RCP failure makes the entry invalid; a missing reference (MLPerf asks the
-    # submitter for one) and a failure on too few runs to bind are reasons only
+    # a binding RCP failure makes the entry invalid unless the review committee scaled its score
+    # (scaling.json); a missing reference (MLPerf asks the submitter for one) and a failure on too
+    # few runs to bind are reasons only
     rcp: RcpCheck | None
+    summarizer: SummarizerView | None = None  # None for a benchmark without scoring rules
+    scaling_path: Path | None = None  # the scaling.json read, if any
 
     @property
     def name(self) -> str:
@@ -85,33 +111,39 @@ class EntryReview:
 
 
 def review_entry(context: EntryContext, runs: Sequence[RunReview], rcp_dir: Path | None = None) -> EntryReview:
-    """Score reviewed runs by the rules of their benchmark: enough runs, at most `drop` failures,
-    olympic mean x scaling.json, and the reference convergence check."""
+    """Score reviewed runs as the result summarizer does: enough runs, at most the allowed number
+    failing (each dropped as one of the slowest), olympic mean x scaling.json, and the reference
+    convergence check."""
     benchmark = _most_common(r.benchmark for r in runs)
     rule = scoring_rule(benchmark)
-    scaling = scaling_factor(context.folder)
+    scaling, scaling_path = scaling_file(context.folder)
     reasons = _consistency_problems(runs)
     verdict = INVALID if reasons else VALID
-    score = None
-    failed = sum(not r.passed for r in runs)
+    failed = [r for r in runs if not r.passed]
+    view = _summarizer_view(runs, rule, scaling, _entry_name(context, runs, benchmark)) if rule else None
     if rule is None:
         verdict = INVALID
         reasons.append(f"no scoring rule for benchmark {benchmark!r}" if benchmark else "the logs name no benchmark")
-    elif failed > rule.drop:
+    elif len(failed) > rule.not_converged:
         verdict = INVALID
-        reasons.append(f"{failed} of {len(runs)} runs failed review; at most {rule.drop} may")
+        reasons.append(f"{len(failed)} of {len(runs)} runs failed review (did not converge or broke a rule); at most "
+                       f"{rule.not_converged} may for {rule.benchmark}: no score")
     elif len(runs) < rule.runs:
         verdict = INCOMPLETE if verdict == VALID else verdict
         reasons.append(f"{len(runs)} of the {rule.runs} runs a {rule.benchmark} entry needs: no score")
+    elif view.score is None:
+        verdict = INVALID
+        reasons.append("no run left to average after the olympic drops: no score")
     elif verdict == VALID:
-        mean = olympic_mean([r.minutes if r.passed else None for r in runs], rule.drop)
-        score = None if mean is None else mean * scaling
         if failed:
-            reasons.append(f"{failed} run(s) failed review and count as the slowest")
+            reasons.append(f"{len(failed)} run(s) failed review (did not converge or broke a rule), dropped as the "
+                           f"slowest ({rule.not_converged} may)")
         if len(runs) > rule.runs:
             reasons.append(f"{len(runs)} runs where the rules ask for {rule.runs}; all are scored")
+    for run in failed:
+        reasons.append(f"{run.where}: not counted: {run.why_not_counted}")
     if scaling != 1.0:
-        reasons.append(f"scaled by {scaling:g} (scaling.json)")
+        reasons.append(f"scaled by {scaling:g} ({scaling_path})")
     problem = count_problem(context.system_desc) if context.system_desc else None
     if problem:
         reasons.append(f"system description {context.system_path or ''}: {problem}; its accelerator count is "
@@ -120,8 +152,60 @@ def review_entry(context: EntryContext, runs: Sequence[RunReview], rcp_dir: Path
     if rcp and rcp.status in ("fail", "missing"):
         reasons.append(f"RCP {rcp.status}{'' if rcp.binding else ' (hint)'}: {rcp.message}")
         if rcp.status == "fail" and rcp.binding:
-            verdict, score = INVALID, None
-    return EntryReview(context, tuple(runs), benchmark, rule, scaling, score, verdict, tuple(reasons), rcp)
+            if scaling_path is not None:
+                # the summarizer still scores it, and the committee's factor is the ruling on the failure
+                reasons.append(f"the review committee's scaling.json ({scaling:g}) applies to the failed RCP check"
+                               + (f"; the RCP rules' normalization would be {rcp.normalization:.6f}"
+                                  if rcp.normalization > 1.0 else ""))
+            elif verdict == VALID:
+                verdict = INVALID
+                reasons.append("no scaling.json: a failed RCP check needs the review committee's ruling"
+                               + (f" (the RCP rules' normalization is {rcp.normalization:.6f})"
+                                  if rcp.normalization > 1.0 else "")
+                               + "; the summarizer would still print "
+                               + ("no score" if view is None or view.score is None else f"{view.score:.6f}"))
+    if rcp and rcp.status == "pass" and rcp.binding and rcp.normalization > 1.0 and scaling_path is None:
+        # the summarizer prints the unscaled score, then (set-scaling mode) writes this factor into
+        # scaling.json, where a later run and the published score take it from
+        reasons.append(f"RCP: faster than the references' mean: the RCP rules scale the score by "
+                       f"{rcp.normalization:.6f}, which the official checker writes to scaling.json; "
+                       "trainclock never writes it")
+    if view is not None and rcp is not None and rcp.failed:
+        view = replace(view, lines=(*view.lines, f"ERROR: RCP Test Failed on {_entry_name(context, runs, benchmark)} "
+                                                 f"with message: {rcp.official_message}."))
+    score = view.score if verdict == VALID and view is not None else None
+    return EntryReview(context, tuple(runs), benchmark, rule, scaling, score, verdict, tuple(reasons), rcp,
+                       view, scaling_path)
+
+
+def _summarizer_view(runs: Sequence[RunReview], rule: ScoringRule, scaling: float, name: str) -> SummarizerView:
+    result = olympic([r.minutes if r.passed else None for r in runs], rule.drop, rule.not_converged)
+    names = [r.path.name for r in runs]
+    lines = []
+    if len(result.failed) > rule.not_converged:
+        lines += [f"CRITICAL ERROR: Too many non-converging runs for {name}",
+                  f"** CRITICAL ERROR ** Results in the table for {name} are NOT correct"]
+    elif result.failed:
+        lines.append(f"NOTICE: Dropping non-converged run(s) for {name} using olympic scoring.")
+    return SummarizerView(
+        score=None if result.mean is None else result.mean * scaling,
+        olympic_mean=result.mean,
+        scaling_factor=scaling,
+        used=tuple(names[i] for i in result.used),
+        dropped_fastest=tuple(names[i] for i in result.fastest),
+        dropped_slowest=tuple(names[i] for i in result.slowest),
+        not_converged=tuple(f"{runs[i].where}: {runs[i].why_not_counted}" for i in result.failed),
+        not_converged_allowed=rule.not_converged,
+        lines=tuple(lines),
+    )
+
+
+def _entry_name(context: EntryContext, runs: Sequence[RunReview], benchmark: str | None) -> str:
+    """<submitter> <system>/<benchmark>, as the summarizer names an entry in what it prints."""
+    desc = context.system_desc or {}
+    submitter = desc.get("submitter") if isinstance(desc.get("submitter"), str) else context.org
+    system = context.system or _most_common(r.platform for r in runs)
+    return f"{submitter}/{system}/{context.benchmark_folder or benchmark}"
 
 
 def _consistency_problems(runs: Sequence[RunReview]) -> list[str]:
@@ -140,8 +224,9 @@ def _rcp(runs: Sequence[RunReview], rule: ScoringRule, round_: str, rcp_dir: Pat
     division = _most_common(r.division for r in runs)
     if division != "closed":
         return RcpCheck("n/a", f"the {division or 'unknown'} division has no reference convergence points")
-    points = [r.converged_at if r.passed else None for r in runs]
-    return check_convergence(rule, round_, [r.global_batch_size for r in runs], points, rcp_dir)
+    # rcp_checker reads its own convergence points (a run_stop with status success, whatever the
+    # compliance check says) and the batch size wherever the log names it
+    return check_convergence(rule, round_, [r.rcp_batch_size for r in runs], [r.rcp_point for r in runs], rcp_dir)
 
 
 def _most_common(values) -> Any:

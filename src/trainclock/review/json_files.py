@@ -74,11 +74,17 @@ def _shown(value: Any) -> str:
 
 def scaling_factor(folder: Path) -> float:
     """The factor a review committee put in <benchmark folder>/scaling.json, else 1."""
+    return scaling_file(folder)[0]
+
+
+def scaling_file(folder: Path) -> tuple[float, Path | None]:
+    """(the factor in <benchmark folder>/scaling.json, the file), else (1, None). Read only: the
+    official RCP checker deletes and rewrites this file; a review never does."""
     path = folder / "scaling.json"
     if not path.exists():
-        return 1.0
+        return 1.0, None
     factor = read_json_object(path, "scaling file").get("scaling_factor")
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not math.isfinite(factor) or factor <= 0:
         raise DataError(f"scaling file {path} must hold {{\"scaling_factor\": <positive number>}}, "
                         f"found {factor!r}; fix or remove the file")
-    return float(factor)
+    return float(factor), path

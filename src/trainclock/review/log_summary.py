@@ -5,7 +5,8 @@ first MAX_EVALS points; a stuck process can log millions) and trainclock's own h
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from trainclock.mllog.reader import Event
@@ -16,6 +17,21 @@ MAX_HEADER_KEYS = 1_000
 MAX_HEADER_VALUE = 4_000  # characters of JSON: hyperparameters are short
 OWN_KEYS = ("trainclock_target", "trainclock_progress_unit")  # read by log_quality
 MAX_OWN_EVENTS = 100
+MAX_STEPS = 10_000  # distinct step_num values kept for stable diffusion's RCP reading
+RCP_EVAL_KEYS = ("eval_accuracy", "eval_error")  # the keys rcp_checker reads a convergence point from
+
+
+@dataclass(frozen=True)
+class RcpReading:
+    """What rcp_checker.read_submission_file reads of a log: its last global_batch_size, and at the
+    last run_stop whether the run converged (status success) and the progress it had logged then."""
+
+    batch_size: Any = None  # the last global_batch_size logged anywhere (unet3d logs it after run_start)
+    converged: bool = False  # the last run_stop has status success
+    last_epoch_num: Any = None  # epoch_num of the last eval line before that run_stop
+    train_samples: Any = None  # the last train_samples value before that run_stop
+    steps: dict | None = None  # step_num -> {metric: value} of the eval lines before it (stable diffusion)
+    stop_line: int | None = None  # that run_stop's line
 
 
 @dataclass(frozen=True)
@@ -38,19 +54,39 @@ class LogSummary:
     status: str = "unfinished"  # the last run_stop's metadata status
     evals: list[EvalPoint] = field(default_factory=list)
     evals_left_out: int = 0
+    first_start_line: int | None = None
+    last_line: int = 0
+    rcp: RcpReading = field(default_factory=RcpReading)
     _running: bool = False
+    _batch_size: Any = None
+    _last_epoch_num: Any = None
+    _train_samples: Any = None
+    _steps: dict = field(default_factory=dict)
 
     def observe(self, e: Event) -> None:
+        self.last_line = e.lineno
+        if e.key in RCP_EVAL_KEYS:
+            self._rcp_eval(e)
+        elif e.key == "global_batch_size":
+            self._batch_size = e.value
+        elif e.key == "train_samples":
+            self._train_samples = e.value
         if e.key == "run_start":
             self._running = True
             self.starts += 1
             if self.first_start_ms is None:
                 self.first_start_ms = e.time_ms
+                self.first_start_line = e.lineno
         elif e.key == "run_stop":
             self.stops += 1
             if self.first_stop_ms is None:
                 self.first_stop_ms = e.time_ms
             self.status = str(e.metadata.get("status", "unknown"))[:100]
+            # rcp_checker takes the state at the last run_stop, whatever came before it
+            success = e.metadata.get("status") == "success"
+            self.rcp = RcpReading(None, success, self._last_epoch_num if success else None,
+                                  self._train_samples if success else None,
+                                  dict(self._steps) if success and self._steps else None, e.lineno)
         elif e.key == "eval_accuracy":
             if len(self.evals) < MAX_EVALS:
                 metric = e.metadata.get("metric")
@@ -64,6 +100,17 @@ class LogSummary:
             self.header[e.key] = _bounded(e.value)
         if e.key in OWN_KEYS and len(self.own_events) < MAX_OWN_EVENTS:
             self.own_events.append(e)
+
+    def _rcp_eval(self, e: Event) -> None:
+        if "epoch_num" in e.metadata:
+            self._last_epoch_num = e.metadata["epoch_num"]
+        step, metric = e.metadata.get("step_num"), e.metadata.get("metric")
+        if isinstance(metric, str) and _number(step) and (step in self._steps or len(self._steps) < MAX_STEPS):
+            self._steps.setdefault(step, {})[metric] = e.value
+
+    def rcp_reading(self) -> RcpReading:
+        """The RCP reading of the whole log: the batch size is the last one logged, after run_stop too."""
+        return replace(self.rcp, batch_size=self._batch_size)
 
     @property
     def time_to_train_ms(self) -> int | float | None:
@@ -88,3 +135,8 @@ def _bounded(value: Any) -> Any:
             return "…"
         return value if len(text) <= MAX_HEADER_VALUE else text[:MAX_HEADER_VALUE] + "…"
     return value
+
+
+def _number(value: Any) -> bool:
+    # a step key must compare with itself: no NaN, which json reads from a log's NaN literal
+    return isinstance(value, int) and not isinstance(value, bool) or isinstance(value, float) and math.isfinite(value)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainclock.errors import DataError
-from trainclock.review.rcp_stats import References
+from trainclock.review.rcp_stats import BELOW_ALL, INTERPOLATED, NONE, References
 from trainclock.review.rulebook import rules_folder
 from trainclock.review.scoring import ScoringRule
 
@@ -29,6 +29,25 @@ class RcpCheck:
     submission_mean: float | None = None
     normalization: float = 1.0  # the score factor the RCP rules call for when faster than reference_mean
     binding: bool = True  # False when the entry has too few runs for the official test: a hint only
+    # what the result summarizer shows: its RCP column ("Pass", "Fail", "Interp. Fail", "Missing",
+    # "No RCP", "Unknown state"; None where it runs no RCP check) and check_directory's message
+    official: str | None = None
+    official_message: str | None = None
+    batch_size: int | None = None  # the one global_batch_size of the runs
+
+    @property
+    def failed(self) -> bool:
+        """The summarizer prints "ERROR: RCP Test Failed" for this entry."""
+        return self.official not in (None, "Pass")
+
+    def as_json(self) -> dict:
+        return {"status": self.status, "official": self.official, "official_message": self.official_message,
+                "message": self.message, "binding": self.binding, "batch_size": self.batch_size,
+                "reference": self.reference, "reference_mean": self.reference_mean, "min_mean": self.min_mean,
+                "submission_mean": self.submission_mean, "normalization": self.normalization}
+
+
+UNKNOWN = "Unknown state"  # the summarizer's RCP column where check_directory fails before comparing
 
 
 def default_rcp_dir() -> Path:
@@ -37,34 +56,55 @@ def default_rcp_dir() -> Path:
     return Path(mlperf_logging.rcp_checker.__file__).parent
 
 
-def check_convergence(rule: ScoringRule, round_: str, batch_sizes: Sequence[int | None],
+def check_convergence(rule: ScoringRule, round_: str, batch_sizes: Sequence[object],
                       points: Sequence[float | None], rcp_dir: Path | None = None) -> RcpCheck:
     """RCP check of an entry's runs from their global batch sizes and convergence points (None: did
-    not converge). With fewer runs than the rules ask for, the plain mean of the converged runs is
-    compared, a non-binding hint of whether they converge suspiciously fast."""
+    not converge), case for case as rcp_checker.check_directory with the pruned references. With
+    fewer runs than the rules ask for, the plain mean of the converged runs is compared, a
+    non-binding hint of whether they converge suspiciously fast."""
     path = (rcp_dir or default_rcp_dir()) / rules_folder(round_) / f"rcps_{rule.benchmark}.json"
     if not path.is_file():
         return RcpCheck("n/a", f"no reference convergence points for {rule.benchmark} in round {round_} ({path})")
-    sizes = set(batch_sizes)
-    if len(sizes) != 1 or None in sizes:
+    # a damaged log can log a list or an object: compared by its text, never hashed
+    sizes = {s if s is None or isinstance(s, int | float | str) else repr(s) for s in batch_sizes}
+    size = next(iter(sizes)) if len(sizes) == 1 else None
+    if not (isinstance(size, int) and not isinstance(size, bool) and 0 < size < 2**63):
         shown = ", ".join(sorted(str(s) for s in sizes))
-        return RcpCheck("fail", f"the runs must log one global_batch_size, found {shown}")
+        return RcpCheck("fail", f"the runs must log one global_batch_size, found {shown}",
+                        official=UNKNOWN, official_message="Could not detect global_batch_size")
     failed = sum(p is None for p in points)
-    if failed > rule.drop or failed == len(points):
-        return RcpCheck("n/a", f"{failed} of {len(points)} runs did not converge")
+    if failed > rule.not_converged or failed == len(points):
+        return RcpCheck("fail", f"{failed} of {len(points)} runs did not converge; at most {rule.not_converged} may",
+                        official=UNKNOWN, official_message="Insufficient convergence", batch_size=size)
     binding = len(points) >= rule.runs
     mean, how = _submission_mean(points, rule.drop) if binding else _plain_mean(points)
-    reference, note = _references(path, rule).for_batch_size(sizes.pop())
+    reference, note, kind = _references(path, rule).pick(size)
     if reference is None:
-        return RcpCheck("missing", note, binding=binding)
+        message = "Cannot find any RCPs" if kind == NONE else f"Missing RCP, please submit RCP with BS = {size}"
+        return RcpCheck("missing", note, binding=binding, official="No RCP" if kind == NONE else "Missing",
+                        official_message=message, batch_size=size)
+    # the summarizer's column always comes from the olympic mean, even of too few runs to bind
+    # (of none left after the drops it is NaN, which fails every comparison)
+    official, message = _official(_submission_mean(points, rule.drop)[0], reference.min_mean, kind, size)
     found = dict(reference=note, reference_mean=reference.mean, min_mean=reference.min_mean,
-                 submission_mean=mean, normalization=max(1.0, reference.mean / mean), binding=binding)
+                 submission_mean=mean, normalization=max(1.0, reference.mean / mean), binding=binding,
+                 batch_size=size, official=official, official_message=message)
     unit = rule.progress
     if mean >= reference.min_mean:
-        return RcpCheck("pass", f"{how} {mean:,.0f} {unit} >= {reference.min_mean:,.0f}, the fastest the "
+        return RcpCheck("pass", f"{how} {mean:,.6g} {unit} >= {reference.min_mean:,.6g}, the fastest the "
                                 f"references allow ({note})", **found)
-    return RcpCheck("fail", f"{how} {mean:,.0f} {unit} is faster than the references allow: "
-                            f"{reference.min_mean:,.0f} at the least ({note})", **found)
+    return RcpCheck("fail", f"{how} {mean:,.6g} {unit} is faster than the references allow: "
+                            f"{reference.min_mean:,.6g} at the least ({note})", **found)
+
+
+def _official(mean: float, min_mean: float, kind: str, size: int) -> tuple[str, str]:
+    """check_directory's verdict as the summarizer shows it: (RCP column, message)."""
+    if mean >= min_mean:
+        return "Pass", ("RCP not found but slower convergence on smaller batch size" if kind == BELOW_ALL else
+                        "RCP Interpolation" if kind == INTERPOLATED else "RCP found")
+    if kind == BELOW_ALL:
+        return "Missing", f"Missing RCP, please submit RCP with BS = {size}"
+    return ("Interp. Fail", "RCP Interpolation") if kind == INTERPOLATED else ("Fail", "RCP found")
 
 
 def _submission_mean(points: Sequence[float | None], drop: int) -> tuple[float, str]:
@@ -72,7 +112,7 @@ def _submission_mean(points: Sequence[float | None], drop: int) -> tuple[float, 
     # token counts would be among the fastest: infinity is what it means)
     done = sorted(math.inf if p is None else p for p in points)
     kept = done[drop:len(done) - drop]
-    return sum(kept) / len(kept), "olympic mean"
+    return (sum(kept) / len(kept) if kept else math.nan), "olympic mean"
 
 
 def _plain_mean(points: Sequence[float | None]) -> tuple[float, str]:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 ALPHA = 0.05  # rcp_checker's significance level
 TOLERANCE = 0.0001  # rcp_checker's bisection stops at this width, in the progress unit
+# how a reference was picked for a batch size (rcp_checker.check_directory's cases)
+EXACT, INTERPOLATED, BELOW_ALL, ABOVE_ALL, NONE = "exact", "interpolated", "below all", "above all", "none"
 
 
 @dataclass(frozen=True)
@@ -96,20 +98,26 @@ class References:
     def for_batch_size(self, batch_size: int) -> tuple[Reference | None, str]:
         """The reference to compare with, as rcp_checker.check_directory picks it among the pruned
         ones, and a note on how it was picked (the reason when there is none)."""
+        ref, note, _ = self.pick(batch_size)
+        return ref, note
+
+    def pick(self, batch_size: int) -> tuple[Reference | None, str, str]:
+        """for_batch_size, and which of check_directory's cases it is: EXACT, INTERPOLATED,
+        BELOW_ALL (compared with the smallest), ABOVE_ALL or NONE (no reference to compare with)."""
         for ref in self.pruned:
             if ref.batch_size == batch_size:
-                return ref, ref.name
+                return ref, ref.name, EXACT
         below = [r for r in self.pruned if r.batch_size < batch_size]
         above = [r for r in self.pruned if r.batch_size > batch_size]
         if below and above:
             ref = self.interpolated(batch_size, below[-1], above[0])
-            return ref, ref.name
+            return ref, ref.name, INTERPOLATED
         if above:
-            return above[0], f"batch size {batch_size} is below every reference; compared with {above[0].name}"
+            return above[0], f"batch size {batch_size} is below every reference; compared with {above[0].name}", BELOW_ALL
         if below:
             return None, (f"no reference at or above batch size {batch_size} (the largest is {below[-1].batch_size}); "
-                          "MLPerf asks the submitter for one")
-        return None, "the reference file has no usable records"
+                          "MLPerf asks the submitter for one"), ABOVE_ALL
+        return None, "the reference file has no usable records", NONE
 
 
 def _interpolate(batch_size: int, low: Reference, high: Reference, field: str) -> float:

@@ -27,7 +27,8 @@ def print_review(entries: Sequence[EntryReview], console: Console | None = None,
     console = table_console(console)
     table = Table(title="MLPerf review: time-to-train in minutes (run_stop - run_start)", box=box.SIMPLE_HEAD,
                   padding=0, show_edge=False)
-    for column in ("round", "org", "system", "benchmark", "accel.", "runs", "per run", "score", "RCP", "verdict"):
+    for column in ("round", "org", "system", "benchmark", "accel.", "runs", "per run", "score", "scaling", "RCP",
+                   "verdict"):
         names = column in ("org", "system", "benchmark")
         # a narrow terminal folds the names onto more lines and never cuts a number or verdict short
         table.add_column(column, justify="left" if names or column in ("RCP", "verdict") else "right",
@@ -54,6 +55,7 @@ def _row(entry: EntryReview) -> list[str]:
         runs,
         "\n".join(_minutes(run) for run in entry.runs),
         "—" if entry.score_minutes is None else f"{entry.score_minutes:.6f}",
+        "—" if entry.scaling_path is None else f"{entry.scaling_factor:.6g}",
         _rcp(entry),
         f"[{VERDICT_STYLE.get(entry.verdict, 'red')}]{entry.verdict}[/]",
     ]
@@ -73,12 +75,11 @@ def _minutes(run: RunReview) -> str:
 
 def _print_details(entry: EntryReview, console: Console, verbose: bool) -> None:
     # soft_wrap: a path:line or a rule's text is never broken by an inserted newline, so it can be searched for
-    problems = [run for run in entry.runs if run.errors or (verbose and run.findings)]
-    if not (entry.reasons or problems or verbose):
-        return
     c = entry.context
     console.print(f"\n[bold]{escape(' / '.join(x for x in (entry.org, entry.system, entry.name) if x))}[/] "
                   f"({escape(str(c.folder))}): {entry.verdict}", soft_wrap=True)
+    for line in summarizer_lines(entry):
+        console.print(f"  {escape(line)}", soft_wrap=True)
     for reason in entry.reasons:
         console.print(f"  {escape(reason)}", soft_wrap=True)
     if verbose and entry.rcp:
@@ -97,3 +98,32 @@ def _print_details(entry: EntryReview, console: Console, verbose: bool) -> None:
         if len(shown) > FINDINGS_SHOWN and not verbose:
             console.print(f"    … and {len(shown) - FINDINGS_SHOWN} more (--verbose shows all)", soft_wrap=True)
 
+
+def summarizer_lines(entry: EntryReview) -> list[str]:
+    """What the official result summarizer would print for the entry, in words: its score and how
+    it came about, the runs it averages and drops, its RCP column and the lines it prints."""
+    view = entry.summarizer
+    if view is None:
+        return ["summarizer: no scoring rules for this benchmark"]
+    if view.score is None:
+        score = "no score"
+    else:
+        scaling = f"scaling.json {view.scaling_factor:g}" if entry.scaling_path else "no scaling.json"
+        score = f"{view.score:.6f} = olympic mean {view.olympic_mean:.6f} x {view.scaling_factor:g} ({scaling})"
+    lines = [f"summarizer: {score}; {len(view.used)} of {len(entry.runs)} runs averaged"]
+    dropped = [f"{label}: {_names(names)}" for label, names in (("fastest", view.dropped_fastest),
+                                                                ("slowest", view.dropped_slowest)) if names]
+    if dropped:
+        lines.append("  dropped " + "; ".join(dropped))
+    # which runs, with file:line, is in the entry's reasons printed below
+    lines.append(f"  not converged: {len(view.not_converged)} ({view.not_converged_allowed} allowed)")
+    rcp = entry.rcp
+    if rcp is not None and rcp.official is not None:
+        lines.append(f"  RCP: {rcp.official} ({rcp.official_message})"
+                     + (f", batch size {rcp.batch_size}" if rcp.batch_size else ""))
+    lines += [f"  {line}" for line in view.lines]
+    return lines
+
+
+def _names(names: tuple[str, ...]) -> str:
+    return ", ".join(n.removesuffix(".txt") for n in names)

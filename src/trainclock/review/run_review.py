@@ -13,9 +13,9 @@ from trainclock.mllog.reader import Event, LogSource
 from trainclock.review import compliance
 from trainclock.review.benchmarks import BenchmarkFacts, Metric, benchmark_facts, with_targets
 from trainclock.review.compliance import Finding, LogLine
-from trainclock.review.log_summary import MAX_EVALS, EvalPoint, LogSummary
+from trainclock.review.log_summary import MAX_EVALS, EvalPoint, LogSummary, RcpReading
 from trainclock.review.progress import PROGRESS_FIELDS, line_progress
-from trainclock.review.scoring import scoring_rule
+from trainclock.review.scoring import FIRST_PASS, ScoringRule, scoring_rule
 
 __all__ = ["PROGRESS_FIELDS", "EvalPoint", "LogQuality", "RunReview", "log_quality", "review_log"]
 
@@ -46,6 +46,31 @@ class RunReview:
     units_per_sample: float | None = None  # progress units in one training sample, where known
     samples_per_unit: float | None = None  # training samples in one progress unit, where known
     events: int = -1  # readable MLLOG events in the log (-1: not counted)
+    # the RCP check's reading (rcp_checker.read_submission_file): the convergence point in its
+    # progress count, None where the run did not converge (no run_stop with status success)
+    rcp_point: float | None = None
+    rcp_batch_size: Any = None  # the last global_batch_size the log names, wherever it logs it
+    start_line: int | None = None  # the first run_start's line
+    stop_line: int | None = None  # the last run_stop's line
+    last_line: int = 0  # the last MLLOG line read
+
+    @property
+    def where(self) -> str:
+        """file:line of what decides whether the run counts: its first error with a line, else
+        its run_stop, else its run_start, else the end of the log."""
+        line = next((f.lineno for f in self.errors if f.lineno), None) or self.stop_line or self.start_line \
+            or self.last_line
+        return f"{self.path}:{line}" if line else str(self.path)
+
+    @property
+    def why_not_counted(self) -> str | None:
+        """Why the run does not count toward the score, in one line; None when it counts."""
+        if self.passed:
+            return None
+        if self.time_to_train_ms is None and not any(f.key in ("run_start", "run_stop") for f in self.errors):
+            return "no time-to-train: it needs exactly one run_start and one run_stop"
+        first = next((f for f in self.errors if f.lineno), None) or (self.errors[0] if self.errors else None)
+        return first.text if first else "no time-to-train: it needs exactly one run_start and one run_stop"
 
     @property
     def passed(self) -> bool:
@@ -120,6 +145,7 @@ def review_log(path: Path, round_: str) -> RunReview:
         raise DataError(f"cannot read log {path}: {e.strerror}; check that it is a readable file") from None
     header = summary.header
     rule = scoring_rule(header.get("submission_benchmark"))
+    reading = summary.rcp_reading()
     quality = log_quality(summary.own_events, header)
     findings = report.findings
     if summary.evals_left_out:
@@ -141,7 +167,30 @@ def review_log(path: Path, round_: str) -> RunReview:
         units_per_sample=quality.units_per_sample,
         samples_per_unit=quality.samples_per_unit,
         events=report.events,
+        rcp_point=rcp_point(reading, rule),
+        rcp_batch_size=reading.batch_size,
+        start_line=summary.first_start_line,
+        stop_line=reading.stop_line,
+        last_line=summary.last_line,
     )
+
+
+def rcp_point(reading: RcpReading, rule: ScoringRule | None) -> float | None:
+    """A run's convergence point as rcp_checker reads it; None where it did not converge (it counts
+    such a run as 1e9, i.e. the slowest) or logged no usable progress."""
+    if rule is None or not reading.converged:
+        return None
+    if rule.rcp_progress == FIRST_PASS:
+        passing = [step for step, results in (reading.steps or {}).items()
+                   if all(_passes(results.get(metric), op, limit) for metric, op, limit in rule.rcp_pass)]
+        return float(min(passing)) if passing else None
+    value = reading.last_epoch_num
+    # rcp_checker: round(conv_epoch, 3)
+    return float(round(value, 3)) if _finite(value) else None
+
+
+def _passes(value: Any, op: str, limit: float) -> bool:
+    return _finite(value) and (value <= limit if op == "<=" else value >= limit)
 
 
 @dataclass(frozen=True)

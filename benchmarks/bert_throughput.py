@@ -1,0 +1,107 @@
+"""Training throughput and MFU of a BERT CPU tier, trainclock's step against the plain loop a user
+would otherwise write, side by side on the same batches and start weights.
+
+  trainclock: the generic loop's train_step over the bert job (gathered masked-LM head, global
+              norm clipping, LAMB), eager fp32 and bf16 autocast
+  plain:      transformers' own BertForPreTraining forward with labels (-100 except the masked
+              positions, next_sentence_label), torch AdamW, no trainclock code
+
+It prints tokens/s, MFU against the machine's matmul peak (the faster of bf16 and fp32, measured
+around each timing: the CPU is shared and its speed drifts) and the ratio trainclock / plain.
+The FLOPs are the same for both (the model's useful work: masked-LM head on the masked positions).
+
+  python benchmarks/bert_throughput.py [--member bert-mini] [--steps 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import time
+
+import torch
+from transformers import BertForPreTraining
+
+from trainclock.device.peak import matmul_peak_flops
+from trainclock.distributed.context import single_process
+from trainclock.train.loop import train_step
+from trainclock.workloads.base import RunSettings
+from trainclock.workloads.bert import WORKLOAD
+from trainclock.workloads.bert.model import bert_config
+from trainclock.workloads.bert.spec import get_member
+
+CPU = torch.device("cpu")
+
+
+def machine_peak() -> float:
+    return max(matmul_peak_flops(CPU, torch.bfloat16), matmul_peak_flops(CPU, torch.float32))
+
+
+def autocast_for(precision: str):
+    return (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
+
+
+def timed(step, steps: int) -> float:
+    step(0)  # first-touch and allocator warm-up, untimed
+    start = time.perf_counter()
+    for s in range(1, steps + 1):
+        step(s)
+    return (time.perf_counter() - start) / steps
+
+
+def plain_step(job, precision: str, batches):
+    spec = get_member(job.name)
+    model = BertForPreTraining(bert_config(spec.shape, spec.dropout))
+    model.load_state_dict(job.model.state_dict())
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    autocast = autocast_for(precision)
+
+    def step(s: int) -> None:
+        b = batches[s]
+        labels = torch.full_like(b["input_ids"], -100)
+        real = b["masked_lm_weights"] > 0
+        rows = torch.arange(len(labels)).unsqueeze(1).expand_as(real)
+        labels[rows[real], b["masked_lm_positions"][real]] = b["masked_lm_ids"][real]
+        with autocast():
+            out = model(input_ids=b["input_ids"], attention_mask=b["input_mask"], token_type_ids=b["segment_ids"],
+                        labels=labels, next_sentence_label=b["next_sentence_labels"])
+        out.loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--member", default="bert-mini")
+    p.add_argument("--steps", type=int, default=8)
+    args = p.parse_args()
+    spec = get_member(args.member)
+    tokens = spec.global_batch_size * spec.seq_len
+    print(f"{args.member}: {spec.global_batch_size} x {spec.seq_len} tokens per step, {args.steps} timed steps, "
+          f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}")
+    ctx = single_process()
+    for precision in ("fp32", "bf16"):
+        job = WORKLOAD.build_job(spec, ctx, CPU, 1, RunSettings())  # starts from the tier's phase-1 checkpoint
+        batches = [job.batch(s) for s in range(args.steps + 1)]  # the loop's own batches, for both loops
+        plain = plain_step(job, precision, batches)  # copies the start weights before trainclock trains
+        optimizer, autocast = job.optimizer.build(job.model), autocast_for(precision)
+
+        def ours(s: int) -> None:
+            train_step(job, optimizer, batches[s], job.micro_batch_size, autocast, CPU, ctx)
+
+        row = {}
+        for name, step in (("trainclock", ours), ("plain", plain)):
+            before = machine_peak()
+            seconds = timed(step, args.steps)
+            peak = (before + machine_peak()) / 2
+            row[name] = (tokens / seconds, job.flops_per_sample * spec.global_batch_size / seconds / peak)
+            print(f"  {precision:4} {name:10} {row[name][0]:8,.0f} tokens/s  MFU {row[name][1]:6.1%}  "
+                  f"(peak {peak / 1e9:,.0f} GFLOP/s)")
+        print(f"  {precision:4} ratio trainclock / plain: {row['trainclock'][0] / row['plain'][0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""The reference's data format, read without TensorFlow: TFRecord framing (length, masked CRC-32C
+of the length, payload, masked CRC-32C of the payload) around tf.train.Example protos, decoded by
+hand (Example.features = 1 -> Features.feature map = 1 -> {key = 1, Feature = 2}; Feature:
+bytes_list = 1, float_list = 2, int64_list = 3, each a repeated field 1, packed or not)."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from trainclock.errors import DataError
+
+_CRC_TABLE = []
+for _i in range(256):
+    _c = _i
+    for _ in range(8):
+        _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
+    _CRC_TABLE.append(_c)
+
+
+def crc32c(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = _CRC_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def masked_crc(data: bytes) -> int:
+    crc = crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def records(path: Path, verify: bool = True) -> Iterator[bytes]:
+    """The payloads of a TFRecord file; a cut or corrupt record is a DataError naming the file."""
+    with open(path, "rb") as f:
+        while header := f.read(12):
+            if len(header) < 12:
+                raise DataError(f"{path}: truncated TFRecord header; re-copy the file")
+            (length,), (length_crc,) = struct.unpack("<Q", header[:8]), struct.unpack("<I", header[8:])
+            if verify and masked_crc(header[:8]) != length_crc:
+                raise DataError(f"{path}: corrupt TFRecord length (CRC mismatch); re-copy the file")
+            payload, tail = f.read(length), f.read(4)
+            if len(payload) < length or len(tail) < 4:
+                raise DataError(f"{path}: truncated TFRecord; re-copy the file")
+            if verify and masked_crc(payload) != struct.unpack("<I", tail)[0]:
+                raise DataError(f"{path}: corrupt TFRecord payload (CRC mismatch); re-copy the file")
+            yield payload
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+
+
+def _fields(buf: bytes) -> Iterator[tuple[int, int, object]]:
+    """(field number, wire type, value) of a protobuf message: ints for varints, bytes otherwise."""
+    pos = 0
+    while pos < len(buf):
+        key, pos = _varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(buf, pos)
+        elif wire == 2:
+            size, pos = _varint(buf, pos)
+            value, pos = buf[pos:pos + size], pos + size
+        elif wire == 5:
+            value, pos = buf[pos:pos + 4], pos + 4
+        elif wire == 1:
+            value, pos = buf[pos:pos + 8], pos + 8
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire}")
+        yield number, wire, value
+
+
+def _feature(buf: bytes) -> list:
+    for kind, _, payload in _fields(buf):
+        values: list = []
+        for _, wire, v in _fields(payload):
+            if kind == 1:
+                values.append(v)
+            elif kind == 2:
+                values.extend(struct.unpack(f"<{len(v) // 4}f", v)) if wire == 2 else values.append(struct.unpack("<f", v)[0])
+            elif kind == 3:
+                if wire == 2:  # packed varints
+                    pos = 0
+                    while pos < len(v):
+                        x, pos = _varint(v, pos)
+                        values.append(x - (1 << 64) if x >= 1 << 63 else x)
+                else:
+                    values.append(v - (1 << 64) if v >= 1 << 63 else v)
+        return values
+    return []
+
+
+def parse_example(payload: bytes) -> dict[str, list]:
+    out = {}
+    for number, _, features in _fields(payload):
+        if number != 1:
+            continue
+        for _, _, entry in _fields(features):
+            key, value = None, b""
+            for n, _, v in _fields(entry):
+                if n == 1:
+                    key = v.decode()
+                elif n == 2:
+                    value = v
+            out[key] = _feature(value)
+    return out
+
+
+def read_instances(paths: list[Path], seq_len: int, max_predictions: int) -> dict[str, np.ndarray]:
+    """Every example of the files as the arrays the loader trains on (fields of the reference)."""
+    columns: dict[str, list] = {k: [] for k in ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
+                                                "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")}
+    for path in paths:
+        for i, payload in enumerate(records(path)):
+            try:
+                example = parse_example(payload)
+                for key, column in columns.items():
+                    column.append(example[key])
+            except (KeyError, ValueError, IndexError, UnicodeDecodeError) as e:
+                raise DataError(f"{path}: record {i} is not a BERT pre-training example ({type(e).__name__}: {e})") from None
+    if not columns["input_ids"]:
+        raise DataError(f"no examples in {', '.join(map(str, paths))}")
+    try:
+        out = {k: np.asarray(v, dtype=np.float32 if k == "masked_lm_weights" else np.int64) for k, v in columns.items()}
+    except ValueError:
+        raise DataError(f"examples of different lengths in {', '.join(map(str, paths))}; expected {seq_len} tokens "
+                        f"and {max_predictions} predictions each") from None
+    out["next_sentence_labels"] = out["next_sentence_labels"].reshape(-1)
+    return out

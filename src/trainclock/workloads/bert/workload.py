@@ -1,0 +1,190 @@
+"""The BERT benchmark as a workload: its members, the checks a run must pass, and the job the
+generic loop trains (data, start checkpoint, model, masked-LM accuracy, LAMB, MLPerf log keys)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from trainclock.distributed.context import ParallelContext
+from trainclock.distributed.layout import Layout
+from trainclock.distributed.parallelize import parallelize
+from trainclock.errors import UsageError
+from trainclock.optim.lamb import Lamb, PolyWarmup
+from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
+from trainclock.workloads.batch_plan import check_global_batch, micro_batch
+from trainclock.workloads.bert.data.batches import as_tensors, train_batch
+from trainclock.workloads.bert.data.official import load_folder
+from trainclock.workloads.bert.data.prepare import Layout as DataLayout
+from trainclock.workloads.bert.data.prepare import prepare
+from trainclock.workloads.bert.data.text import parse_source
+from trainclock.workloads.bert.metric import METRIC, mlm_sums, score
+from trainclock.workloads.bert.parallelize import PARALLELISM, check_layout
+from trainclock.workloads.bert.spec import MEMBERS, BertSpec, get_member
+
+INIT_CHECKPOINT_ENV = "TRAINCLOCK_BERT_INIT_CHECKPOINT"
+
+
+def quality(spec: BertSpec) -> tuple[QualityTarget, ...]:
+    return (QualityTarget(METRIC, spec.target_accuracy, "higher"),)
+
+
+class BertWorkload:
+    key = "bert"
+    title = "BERT"
+    full_size = "bert-large"
+
+    def members(self) -> Sequence[Member]:
+        return [Member(s.name, s.shape.parameter_count(), quality(s), s.target_source,
+                       f"{s.shape.n_layer} layers, width {s.shape.hidden}, {s.shape.n_head} heads, seq {s.seq_len}",
+                       unit="samples")
+                for s in MEMBERS.values()]
+
+    def add_arguments(self, group: argparse._ArgumentGroup) -> None:
+        group.add_argument("--init-checkpoint", metavar="PATH",
+                           help=f"start weights: a torch state dict by parameter name (bert-large needs the reference "
+                                f"phase-1 checkpoint; also ${INIT_CHECKPOINT_ENV})")
+
+    def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> BertSpec:
+        spec = get_member(member)
+        check_layout(layout)
+        if spec.corpus == "wikipedia":  # refused now, before the run measures and imports for a minute
+            check_start_checkpoint(settings)
+            if settings.data is None:
+                load_folder(None, spec.seq_len, spec.max_predictions)
+        if settings.global_batch_size is not None:
+            check_global_batch(settings.global_batch_size, "sequences")
+            spec = spec.with_batch(settings.global_batch_size)
+        return replace(spec, micro_batch_size=micro_batch(spec.global_batch_size, settings.micro_batch_size,
+                                                          spec.micro_batch_size, layout, "sequence(s)"))
+
+    def build_job(self, spec: BertSpec, ctx: ParallelContext, device: torch.device, seed: int,
+                  settings: RunSettings) -> TrainJob:
+        return build_job(spec, settings, seed, ctx, device)
+
+    def fetch_data(self) -> str | None:
+        return None  # the tiers read the corpus the GPT-3 tier fetches into the shared data home
+
+    def prepare_data(self, member: str, data: str | None, force: bool = False) -> str:
+        spec = get_member(member)
+        if spec.corpus == "wikipedia":
+            train, evaluation = load_folder(data, spec.seq_len, spec.max_predictions)
+            return f"{len(train['input_ids']):,} train and {len(evaluation['input_ids']):,} eval instances in {data}"
+        prepared = prepare(parse_source(data or spec.corpus), data_layout(spec), force=force)
+        from trainclock.workloads.bert.phase1 import make_phase1, phase1_path
+
+        checkpoint = make_phase1(spec, as_tensors(prepared.train), phase1_path(prepared.folder, spec))
+        return (f"{len(prepared.train['input_ids']):,} train and {len(prepared.eval['input_ids']):,} eval instances "
+                f"(WordPiece vocabulary {prepared.vocab_size}) and the phase-1 checkpoint {checkpoint.name} "
+                f"in {prepared.folder}")
+
+    def cost(self, member: str):
+        return None
+
+
+def data_layout(spec: BertSpec) -> DataLayout:
+    return DataLayout(spec.shape.vocab_size, spec.seq_len, spec.max_predictions, spec.train_instances, spec.eval_samples)
+
+
+def init_checkpoint(settings: RunSettings) -> Path | None:
+    path = settings.extra.get("init_checkpoint") or os.environ.get(INIT_CHECKPOINT_ENV)
+    return Path(path).expanduser() if path else None
+
+
+def check_start_checkpoint(settings: RunSettings) -> Path:
+    start = init_checkpoint(settings)
+    if start is None:
+        raise UsageError(f"bert-large starts from the reference phase-1 checkpoint: pass --init-checkpoint PATH "
+                         f"(or set ${INIT_CHECKPOINT_ENV}); it cannot be downloaded at run time")
+    if not start.is_file():
+        raise UsageError(f"start checkpoint {start} does not exist; give the path of the reference phase-1 "
+                         "checkpoint as a PyTorch state dict")
+    return start
+
+
+def load_data(spec: BertSpec, settings: RunSettings, ctx: ParallelContext) -> tuple[dict, dict, str, Path]:
+    """(train, eval) tensors, the dataset's name and the start checkpoint (made for a CPU tier)."""
+    start = init_checkpoint(settings)
+    if spec.corpus == "wikipedia":
+        start = check_start_checkpoint(settings)
+        train, evaluation = load_folder(settings.data, spec.seq_len, spec.max_predictions)
+        return as_tensors(train), as_tensors(evaluation), "wikipedia", start
+
+    def prepare_tier():
+        from trainclock.workloads.bert.phase1 import make_phase1, phase1_path
+
+        prepared = prepare(parse_source(settings.data or spec.corpus), data_layout(spec))
+        train = as_tensors(prepared.train)
+        made = start or make_phase1(spec, train, phase1_path(prepared.folder, spec))
+        return prepared, train, made
+
+    prepared, train, start = ctx.main_first(prepare_tier)  # one rank tokenizes and pre-trains
+    name = "shakespeare" if settings.data is None and spec.corpus == "shakespeare" else "text"
+    return train, as_tensors(prepared.eval), name, start
+
+
+def build_job(spec: BertSpec, settings: RunSettings, seed: int, ctx: ParallelContext,
+              device: torch.device) -> TrainJob:
+    from trainclock.workloads.bert.model import build_model, load_start_checkpoint  # transformers: seconds to import
+
+    check_layout(ctx.layout)
+    train, evaluation, dataset, start = load_data(spec, settings, ctx)
+    torch.manual_seed(seed)
+    model = build_model(spec.shape, spec.dropout)
+    load_start_checkpoint(model, start)
+    model = parallelize(model.to(device), ctx, PARALLELISM, compile=settings.compile,
+                        activation_checkpointing=settings.activation_checkpointing)
+    eval_micro = spec.micro_batch_size
+
+    def evaluate(m: torch.nn.Module, autocast, shard: tuple[int, int]) -> EvalShard:
+        return mlm_sums(m, evaluation, eval_micro, shard, autocast, device)
+
+    return bert_job(spec, model, lambda step: train_batch(train, seed, step, spec.global_batch_size), evaluate,
+                    dataset=dataset, eval_samples=len(evaluation["input_ids"]))
+
+
+def bert_job(spec: BertSpec, model: torch.nn.Module, batch, evaluate, dataset: str, eval_samples: int) -> TrainJob:
+    """The job around a built model; tests build one with a stand-in model to write logs."""
+    return TrainJob(
+        name=spec.name,
+        benchmark=spec.mlperf_benchmark,
+        division="closed" if spec.name == "bert-large" and dataset == "wikipedia" else "open",
+        model=model,
+        batch=batch,
+        loss=lambda m, b: m(**b)[0],
+        evaluate=evaluate,
+        score=score,
+        quality=quality(spec),
+        # MLPerf bert counts progress in samples, logged under epoch_num (train_samples, eval_accuracy)
+        progress=Progress(unit="samples", units_per_sample=1, log_key="epoch_num", log_in="samples"),
+        global_batch_size=spec.global_batch_size,
+        micro_batch_size=spec.micro_batch_size,
+        flops_per_sample=spec.shape.flops_per_sample(spec.seq_len, spec.max_predictions),
+        optimizer=optimizer(spec),
+        eval_schedule=EvalSchedule(every=spec.eval_every_samples),
+        eval_samples=eval_samples,
+        max_samples=spec.max_samples,
+        log_keys=log_keys(spec, dataset),
+    )
+
+
+def optimizer(spec: BertSpec) -> Lamb:
+    return Lamb(PolyWarmup(spec.learning_rate, spec.training_steps, spec.warmup_steps, spec.start_warmup_step),
+                beta1=spec.beta1, beta2=spec.beta2, eps=spec.eps, weight_decay=spec.weight_decay)
+
+
+def log_keys(spec: BertSpec, dataset: str) -> dict:
+    """The benchmark-specific keys, as the official bert logs carry them."""
+    return {
+        "max_sequence_length": spec.seq_len,
+        "max_predictions_per_seq": spec.max_predictions,
+        "num_layers": spec.shape.n_layer,
+        "hidden_size": spec.shape.hidden,
+        "vocab_size": spec.shape.vocab_size,
+        "dataset": dataset,
+    }

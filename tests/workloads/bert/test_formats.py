@@ -1,0 +1,106 @@
+"""The official data formats, on tiny files written here: the reference's TFRecords (framing and
+tf.train.Example encoded by hand, as TensorFlow writes them) and NVIDIA's HDF5 shards, read back
+through bert-large's folder loader into the same arrays."""
+
+from __future__ import annotations
+
+import struct
+
+import h5py
+import numpy as np
+import pytest
+
+from trainclock.errors import DataError
+from trainclock.workloads.bert.data.instances import make_instances
+from trainclock.workloads.bert.data.official import load_folder
+from trainclock.workloads.bert.data.tfrecord import crc32c, masked_crc
+
+SEQ, PRED = 512, 76
+
+
+def varint(n: int) -> bytes:
+    n &= (1 << 64) - 1
+    out = b""
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+def field(number: int, payload: bytes) -> bytes:
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def example(row: dict) -> bytes:
+    entries = b""
+    for key, values in row.items():
+        if key == "masked_lm_weights":
+            feature = field(2, field(1, struct.pack(f"<{len(values)}f", *values)))
+        else:
+            feature = field(3, field(1, b"".join(varint(int(v)) for v in values)))
+        entries += field(1, field(1, key.encode()) + field(2, feature))
+    return field(1, entries)
+
+
+def write_tfrecord(path, payloads) -> None:
+    with open(path, "wb") as f:
+        for p in payloads:
+            length = struct.pack("<Q", len(p))
+            f.write(length + struct.pack("<I", masked_crc(length)) + p + struct.pack("<I", masked_crc(p)))
+
+
+def instances(n: int, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    documents = [[list(rng.integers(5, 30000, size=rng.integers(8, 40))) for _ in range(40)] for _ in range(4)]
+    return make_instances(documents, n, SEQ, PRED, 30522, seed=seed)
+
+
+def rows(arrays: dict[str, np.ndarray]) -> list[dict]:
+    return [{k: np.atleast_1d(v[i]).tolist() for k, v in arrays.items()} for i in range(len(arrays["input_ids"]))]
+
+
+def test_crc32c_is_castagnoli():
+    assert crc32c(b"123456789") == 0xE3069283  # the standard check value
+
+
+def test_tfrecords_read_back_the_instances(tmp_path):
+    train, evaluation = instances(5, 1), instances(3, 2)
+    write_tfrecord(tmp_path / "part-00000-of-00002", [example(r) for r in rows(train)[:3]])
+    write_tfrecord(tmp_path / "part-00001-of-00002", [example(r) for r in rows(train)[3:]])
+    (tmp_path / "eval_10k").mkdir()
+    write_tfrecord(tmp_path / "eval_10k" / "part-00000", [example(r) for r in rows(evaluation)])
+    got_train, got_eval = load_folder(str(tmp_path), SEQ, PRED)
+    for want, got in ((train, got_train), (evaluation, got_eval)):
+        for key, value in want.items():
+            assert np.array_equal(got[key], value.astype(got[key].dtype)), key
+
+
+def test_a_corrupt_tfrecord_is_one_line(tmp_path):
+    write_tfrecord(tmp_path / "part-0", [example(r) for r in rows(instances(2, 1))])
+    data = bytearray((tmp_path / "part-0").read_bytes())
+    data[40] ^= 0xFF
+    (tmp_path / "part-0").write_bytes(bytes(data))
+    with pytest.raises(DataError, match="part-0: corrupt TFRecord payload"):
+        load_folder(str(tmp_path), SEQ, PRED)
+
+
+def test_nvidia_hdf5_shards_read_back_the_instances(tmp_path):
+    train, evaluation = instances(4, 3), instances(2, 4)
+    for name, arrays in (("train_shard_0.hdf5", train), ("eval_shard.hdf5", evaluation)):
+        with h5py.File(tmp_path / name, "w") as f:
+            for key, value in arrays.items():
+                if key != "masked_lm_weights":  # NVIDIA's shards have none: unused slots have position 0
+                    f.create_dataset(key, data=value.astype(np.int32 if value.ndim == 2 else np.int8))
+    got_train, got_eval = load_folder(str(tmp_path), SEQ, PRED)
+    for want, got in ((train, got_train), (evaluation, got_eval)):
+        for key, value in want.items():
+            assert np.array_equal(got[key], value.astype(got[key].dtype)), key
+
+
+def test_sequences_of_another_length_are_refused(tmp_path):
+    train = instances(2, 1)
+    write_tfrecord(tmp_path / "part-0", [example(r) for r in rows(train)])
+    write_tfrecord(tmp_path / "eval-0", [example(r) for r in rows(train)])
+    with pytest.raises(DataError, match="bert-large needs 128 and 76"):
+        load_folder(str(tmp_path), 128, PRED)

@@ -1,0 +1,98 @@
+"""bert-tiny end to end through `trainclock run`, on the default corpus in the real data home (where
+`trainclock data fetch` installs it and the tier's data and phase-1 checkpoint are then cached):
+it reaches its masked-LM accuracy target, its log passes the official common rules and counts
+samples as the bert logs do, 2 processes train the same curve as 1, and bad input is one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.official_checker import check
+from trainclock.mllog.reader import read_events
+from trainclock.workloads.bert.spec import get_member
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def trainclock(*argv: str, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", **env}
+    full_env.pop("TRAINCLOCK_HOME", None)  # the real data home: the corpus and the tier's cache live there
+    return subprocess.run([sys.executable, "-m", "trainclock.cli", *argv], capture_output=True, text=True,
+                          timeout=timeout, env=full_env, cwd=ROOT)
+
+
+def records(out: Path, member: str = "bert-tiny") -> list[dict]:
+    metrics = next(out.glob(f"results/*/{member}/result_0.metrics.jsonl"))
+    return [json.loads(line) for line in metrics.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def prepared():
+    fetched = trainclock("data", "fetch")
+    assert fetched.returncode == 0, fetched.stderr[-2000:]
+    done = trainclock("data", "prepare", "bert-tiny")  # untimed: data and the phase-1 checkpoint, cached
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def tiny_run(prepared, tmp_path_factory):
+    out = tmp_path_factory.mktemp("bert-tiny")
+    return out, trainclock("run", "bert-tiny", "--seed", "11", "--out", str(out), "--no-progress")
+
+
+@pytest.mark.slow
+def test_bert_tiny_reaches_its_target_from_the_phase1_checkpoint(tiny_run):
+    out, proc = tiny_run
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "run success" in proc.stdout
+    steps = [r for r in records(out) if "loss" in r]
+    evals = [r["eval"]["masked-LM accuracy"] for r in records(out) if "eval" in r]
+    target = get_member("bert-tiny").target_accuracy
+    assert steps[-1]["loss"] < steps[0]["loss"]
+    assert evals[-1] >= target and all(e < target for e in evals[:-1])
+
+
+@pytest.mark.slow
+def test_bert_tiny_log_passes_the_official_common_rules_and_counts_samples(tiny_run):
+    out, _ = tiny_run
+    log = next(out.glob("results/*/bert-tiny/result_0.txt"))
+    assert check(log) == []
+    events, problems = read_events(log)
+    assert not problems
+    header = {e.key: e.value for e in events}
+    assert header["submission_benchmark"] == "bert" and header["submission_division"] == "open"
+    assert header["opt_name"] == "lamb" and header["max_sequence_length"] == 128
+    spec = get_member("bert-tiny")
+    first = next(e for e in events if e.key == "eval_accuracy")
+    assert first.metadata["epoch_num"] == spec.eval_every_samples  # progress in samples, as the bert logs
+    assert header["train_samples"] == [r for r in records(out) if "loss" in r][-1]["samples"]
+
+
+@pytest.mark.slow
+def test_two_processes_train_the_same_curve_as_one(prepared, tmp_path):
+    common = ("--seed", "4", "--max-samples", "128", "--precision", "fp32", "--no-progress")
+    one = trainclock("run", "bert-tiny", "--out", str(tmp_path / "one"), *common)
+    two = trainclock("run", "bert-tiny", "--out", str(tmp_path / "two"), "--nproc", "2", *common)
+    assert one.returncode in (0, 1) and two.returncode in (0, 1), two.stderr[-3000:]
+    curve = lambda out: [r["loss"] for r in records(out) if "loss" in r]  # noqa: E731
+    accuracy = lambda out: [r["eval"]["masked-LM accuracy"] for r in records(out) if "eval" in r]  # noqa: E731
+    assert len(curve(tmp_path / "one")) == 4
+    assert curve(tmp_path / "two") == pytest.approx(curve(tmp_path / "one"), rel=1e-4, abs=1e-5)
+    assert accuracy(tmp_path / "two") == pytest.approx(accuracy(tmp_path / "one"), abs=1e-9)
+
+
+def test_full_size_without_its_checkpoint_or_data_is_one_line(tmp_path):
+    proc = trainclock("run", "bert", "--out", str(tmp_path), "--no-progress", TRAINCLOCK_BERT_INIT_CHECKPOINT="")
+    assert proc.returncode == 2 and "--init-checkpoint PATH" in proc.stderr and "Traceback" not in proc.stderr
+    proc = trainclock("run", "bert", "--out", str(tmp_path), "--no-progress", "--init-checkpoint", str(tmp_path / "x.pt"))
+    assert proc.returncode == 2 and "x.pt does not exist" in proc.stderr and "Traceback" not in proc.stderr
+    (tmp_path / "x.pt").write_bytes(b"")
+    proc = trainclock("run", "bert", "--out", str(tmp_path), "--no-progress", "--init-checkpoint", str(tmp_path / "x.pt"))
+    assert proc.returncode == 2 and "--data FOLDER" in proc.stderr and "Traceback" not in proc.stderr

@@ -221,7 +221,9 @@ def _run_once(args, workload, spec, settings, layout, device, seed: int | None, 
                          layout=layout, org=args.org, status=args.status, system_name=args.system,
                          progress=not args.no_progress, resume=args.resume)
     if env.is_main:
-        targets = "; ".join(t.describe() for t in workload_quality(workload, spec.name))
+        from trainclock.workloads import registry
+
+        targets = "; ".join(t.describe() for t in registry.member(spec.name)[1].quality)
         print(f"trainclock: {spec.name} on {device}{f' x {env.world_size} processes ({layout.describe()})' if env.world_size > 1 else ''}, "
               f"target {targets}; init (data, model{', compile' if settings.compile else ''}) is not timed")
     result = execute(request)
@@ -234,10 +236,6 @@ def _run_once(args, workload, spec, settings, layout, device, seed: int | None, 
         Path(status_file).write_text(f"{result.outcome.status}\n{result.log_path.resolve()}")
         code = 0  # a finished run, even aborted at a limit, is no failure for torchrun to restart
     return (code, result.log_path) if want_log else code
-
-
-def workload_quality(workload, name: str):
-    return next(m.quality for m in workload.members() if m.name == name)
 
 
 def _score_entry(logs: list[Path | None], codes: list[int]) -> int:

@@ -138,10 +138,10 @@ def build_job(spec: GPT3Spec, data: str | None, seed: int, ctx: ParallelContext,
                     loss = m.pipeline_eval(x, y) if isinstance(m, PipelinedGPT) else m(x, y)
                 total += loss.double() * weight
         m.train()
-        return EvalShard(sums={"nll": total.cpu(), "tokens_rows": torch.tensor(float(len(rows)), dtype=torch.float64)})
+        return EvalShard(sums={"nll": total.cpu(), "sequences": torch.tensor(float(len(rows)), dtype=torch.float64)})
 
     def score(stats: EvalShard) -> dict[str, float]:
-        return {METRIC: float(stats.sums["nll"] / stats.sums["tokens_rows"])}
+        return {METRIC: float(stats.sums["nll"] / stats.sums["sequences"])}
 
     return gpt3_job(spec, model, batch, evaluate, score, dataset=source.name, eval_sequences=n_eval)
 

@@ -18,5 +18,6 @@ if ! .venv/bin/python -c "import torch, torchvision" 2>/dev/null; then
 fi
 extras=""
 [ "${1:-}" = "--test" ] && extras="[test]"
+scripts/install_datasets.sh
 pip install -e ".${extras}"
 .venv/bin/trainclock data fetch

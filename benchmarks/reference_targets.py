@@ -1,83 +1,107 @@
-"""Measures a CPU member's quality target from reference runs and records the evidence.
+"""Measures a CPU member's quality target from reference runs and records the evidence, for any
+workload: <workload package>/targets/<member>.json (read back by trainclock.workloads.evidence).
 
-Each seed trains with no target for --budget-tokens tokens; the target is the worst (highest)
-best validation log perplexity any seed reached within that budget, so every reference seed
-reaches it. The budget is in tokens, not seconds, so the target does not depend on how busy the
-machine was; pick it as the tokens this machine trains in the time you want (gpt3-mini: about
-500k tokens, 2 minutes at 4,000 tokens/s). Training does not depend on the target, so each
-seed's time-to-target is read off its own eval curve (and is only as quiet as the machine was).
+Each seed trains the member with its own data and schedule for --budget-samples samples without
+stopping at a target (the full curve). For each quality metric the target is the worst best value
+any seed reached within the budget, rounded toward the easier side, so every reference seed reaches
+it. The budget is in samples, not seconds, so the target does not depend on how busy the machine
+was; pick it as the samples this machine trains in the time you want. Each seed's time-to-target
+is read off its own eval curve (and is only as quiet as the machine was: the load is recorded).
 
-  python benchmarks/reference_targets.py gpt3-mini --seeds 1,2,3,4,5 --budget-tokens 491520 --write
+  python benchmarks/reference_targets.py resnet-mini --seeds 1,2,3 --budget-samples 60000 --write
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
+import math
+import os
 import statistics
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 import torch
 
+from trainclock.device import system
+from trainclock.distributed.layout import Layout
 from trainclock.mllog.reader import read_events
 from trainclock.storage import atomic_write_text
-from trainclock.device import system
 from trainclock.train.loop import TrainOptions
 from trainclock.train.run import RunRequest, execute
-from trainclock.workloads.base import RunSettings
-from trainclock.workloads.gpt3 import WORKLOAD
-from trainclock.workloads.gpt3.spec import get_member
-
-TARGETS = Path(__import__("trainclock.workloads.gpt3", fromlist=["x"]).__file__).parent / "targets"
+from trainclock.workloads import registry
+from trainclock.workloads.base import QualityTarget, RunSettings
+from trainclock.workloads.evidence import units_to_target
 
 
-def reference_run(name: str, seed: int, budget_tokens: int, out: Path) -> dict:
-    spec = replace(get_member(name), target_log_perplexity=0.0)  # never reached: the full curve
+def reference_run(member: str, seed: int, budget: int, precision: str, out: Path) -> tuple[dict, tuple]:
+    workload, name = registry.find(member)
     device = torch.device("cpu")
-    options = TrainOptions(device=device, max_samples=budget_tokens // spec.seq_len)
-    request = RunRequest(workload=WORKLOAD, spec=spec, settings=RunSettings(), out=out, seed=seed, options=options,
-                         progress=False)
-    result = execute(request)
+    spec = workload.resolve(name, RunSettings(), Layout(), device)
+    options = TrainOptions(device=device, precision=precision, max_samples=budget, full_curve=True)
+    result = execute(RunRequest(workload=workload, spec=spec, settings=RunSettings(), out=out, seed=seed,
+                                options=options, progress=False))
     records = [json.loads(line) for line in result.metrics_path.read_text().splitlines()]
-    precision = next(e.value for e in read_events(result.log_path)[0] if e.key == "trainclock_precision")
-    evals = [(r["time_s"], r["units"], next(iter(r["eval"].values()))) for r in records if "eval" in r]
-    return {"seed": seed, "precision": precision, "evals": evals, "tokens_per_s": round(result.units_per_s), "mfu": round(result.mfu, 4),
-            "final_train_loss": round(result.outcome.final_loss, 4)}
+    used = next(e.value for e in read_events(result.log_path)[0] if e.key == "trainclock_precision")
+    evals = [[r["time_s"], r["samples"], r["units"], r["eval"]] for r in records if "eval" in r]
+    units_per_sample = records[-1]["units"] / records[-1]["samples"]
+    run = {"seed": seed, "precision": used, "evals": evals, "samples_per_s": round(result.units_per_s / units_per_sample, 2),
+           "units_per_s": round(result.units_per_s, 2), "mfu": round(result.mfu, 4),
+           "final_train_loss": round(result.outcome.final_loss, 4)}
+    return run, result.quality
 
 
-def time_to(target: float, evals: list) -> float | None:
-    return next((t for t, _, metric in evals if metric <= target), None)
+def best_within(run: dict, target: QualityTarget, budget: int) -> float:
+    values = [metrics[target.metric] for _, samples, _, metrics in run["evals"] if samples <= budget]
+    return max(values) if target.direction == "higher" else min(values)
+
+
+def rounded_easier(value: float, direction: str) -> float:
+    """Three decimals, rounded so that the value itself still meets the target."""
+    return math.floor(value * 1000) / 1000 if direction == "higher" else math.ceil(value * 1000) / 1000
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("member")
     p.add_argument("--seeds", default="1,2,3")
-    p.add_argument("--budget-tokens", type=int, required=True, help="tokens within which every seed must reach the target")
-    p.add_argument("--write", action="store_true", help="write targets/<member>.json")
+    p.add_argument("--budget-samples", type=int, required=True,
+                   help="samples within which every seed must reach the target")
+    p.add_argument("--precision", default="fp32", choices=("auto", "bf16", "fp32"))
+    p.add_argument("--write", action="store_true", help="write targets/<member>.json in the workload's package")
     args = p.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
+    workload, name = registry.find(args.member)
     with tempfile.TemporaryDirectory() as out:
-        runs = [reference_run(args.member, seed, args.budget_tokens, Path(out)) for seed in seeds]
-    best_in_budget = [min(m for _, tokens, m in r["evals"] if tokens <= args.budget_tokens) for r in runs]
-    target = round(max(best_in_budget) + 0.0005, 3)  # round up: every seed stays within the budget
-    times = [time_to(target, r["evals"]) for r in runs]
-    for r, best, t in zip(runs, best_in_budget, times):
-        r["time_to_target_s"] = t
-        print(f"seed {r['seed']}: best within {args.budget_tokens:,} tokens = {best:.4f}, "
-              f"time to {target} = {t:.1f} s, {r['tokens_per_s']} tokens/s, MFU {r['mfu']:.1%}")
-    median = statistics.median(times)
-    summary = (f"reference runs, seeds {args.seeds}, eager {runs[0]['precision']} on {torch.get_num_threads()} threads: every seed reaches {target} within "
-               f"{args.budget_tokens:,} tokens; median time-to-target {median:.1f} s in these runs")
+        measured = [reference_run(name, seed, args.budget_samples, args.precision, Path(out)) for seed in seeds]
+    runs, quality = [r for r, _ in measured], measured[0][1]
+    targets = {t.metric: rounded_easier(
+        (min if t.direction == "higher" else max)(best_within(r, t, args.budget_samples) for r in runs), t.direction)
+        for t in quality}
+    met = tuple(QualityTarget(t.metric, targets[t.metric], t.direction) for t in quality)
+    for r in runs:
+        reached = units_to_target(r, met)
+        r["time_to_target_s"] = next(t for t, _, units, _ in r["evals"] if units == reached)
+        curve = [(samples, {k: round(v, 4) for k, v in m.items()}) for _, samples, _, m in r["evals"]]
+        print(f"seed {r['seed']}: evals {curve}; time to target {r['time_to_target_s']:.1f} s, "
+              f"{r['samples_per_s']} samples/s, MFU {r['mfu']:.1%}")
+    median = statistics.median(r["time_to_target_s"] for r in runs)
+    load = os.getloadavg()
+    shown = ", ".join(f"{m} {'>=' if t.direction == 'higher' else '<='} {targets[m]}" for m, t in
+                      zip(targets, quality))
+    summary = (f"reference runs, seeds {args.seeds}, eager {runs[0]['precision']} on {torch.get_num_threads()} threads: "
+               f"every seed reaches {shown} within {args.budget_samples:,} samples; median time-to-target "
+               f"{median:.1f} s in these runs (load average {load[0]:.1f})")
     print(summary)
-    evidence = {"target_log_perplexity": target, "summary": summary, "budget_tokens": args.budget_tokens,
+    evidence = {"targets": targets, "summary": summary, "budget_samples": args.budget_samples,
                 "machine": f"{system.cpu_model()}, {torch.get_num_threads()} threads", "precision": runs[0]["precision"],
-                "torch": torch.__version__, "runs": runs}
+                "load_average_1_5_15": [round(x, 2) for x in load], "torch": torch.__version__, "runs": runs}
     if args.write:
-        atomic_write_text(TARGETS / f"{args.member}.json", json.dumps(evidence, indent=1) + "\n")
-        print(f"wrote {TARGETS / (args.member + '.json')}")
+        path = Path(inspect.getfile(type(workload))).parent / "targets" / f"{name}.json"
+        path.parent.mkdir(exist_ok=True)
+        atomic_write_text(path, json.dumps(evidence, indent=1) + "\n")
+        print(f"wrote {path}")
 
 
 if __name__ == "__main__":

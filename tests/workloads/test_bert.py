@@ -96,3 +96,46 @@ def test_full_size_without_its_checkpoint_or_data_is_one_line(tmp_path):
     (tmp_path / "x.pt").write_bytes(b"")
     proc = trainclock("run", "bert", "--out", str(tmp_path), "--no-progress", "--init-checkpoint", str(tmp_path / "x.pt"))
     assert proc.returncode == 2 and "--data FOLDER" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_planner_predicts_bert_from_its_cost_model():
+    proc = trainclock("plan", "bert", "--accelerator", "h100-sxm", "--count", "8", "--layout", "tp=1,pp=1,mb=8")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "bert-large on 8 x h100-sxm" in proc.stdout and "(MLPerf RCPs training_3.1.0)" in proc.stdout
+    from trainclock.workloads.bert.cost import cost_model
+
+    large = cost_model("bert-large")
+    assert large.parameter_count == 336_226_108  # BertForPreTraining's own count, as test_model checks
+    assert large.layers * large.layer_parameters + large.other_parameters == pytest.approx(large.parameter_count)
+    flops = large.flops_per_sample
+    assert flops.other / flops.total == pytest.approx(512 / (512 + 6 * 1024), rel=0.05)  # 4sh of 24h^2 + 4sh
+    mini = cost_model("bert-mini").convergence(lambda: ROOT)
+    assert mini is not None and mini.points[0][1] > 0
+
+
+@pytest.mark.slow
+def test_resume_after_kill_9_trains_the_same_curve(prepared, tmp_path):
+    import signal
+    import time
+
+    common = ("--seed", "5", "--max-samples", "192", "--precision", "fp32", "--no-progress", "--checkpoint-every", "2")
+    whole = trainclock("run", "bert-tiny", "--out", str(tmp_path / "whole"), *common)
+    assert whole.returncode in (0, 1), whole.stderr[-3000:]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    env.pop("TRAINCLOCK_HOME", None)
+    argv = [sys.executable, "-m", "trainclock.cli", "run", "bert-tiny", "--out", str(tmp_path / "cut"), *common]
+    victim = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not list((tmp_path / "cut").glob("checkpoints/*/bert-tiny/result_0/step_*")):
+        assert time.monotonic() < deadline and victim.poll() is None, "no checkpoint was written"
+        time.sleep(0.01)
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait()
+    resumed = trainclock("run", "bert-tiny", "--out", str(tmp_path / "cut"), *common, "--resume")
+    assert resumed.returncode in (0, 1), resumed.stderr[-3000:]
+    steps = lambda out: {r["step"]: r["loss"] for r in records(out) if "loss" in r}  # noqa: E731
+    whole_curve, cut_curve = steps(tmp_path / "whole"), steps(tmp_path / "cut")
+    assert len(whole_curve) == 6 and set(cut_curve) == set(whole_curve)
+    assert [cut_curve[s] for s in sorted(cut_curve)] == pytest.approx([whole_curve[s] for s in sorted(whole_curve)],
+                                                                      rel=1e-6)

@@ -30,6 +30,7 @@ class TrainOptions:
     max_seconds: float | None = None  # wall-clock limit on the timed region
     max_samples: int | None = None  # overrides the workload's limit
     checkpoint_every_steps: int = 0  # with a checkpointer: save every N optimizer steps (0: never)
+    full_curve: bool = False  # reference runs that fix a target: train the whole budget, never stop at one
 
 
 @dataclass
@@ -203,7 +204,7 @@ def train(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions
             _write(metrics, {"step": state.steps - 1, "samples": state.samples, "units": units,
                              "time_s": round(time.perf_counter() - clock_start, 4), "eval": values})
             progress.evaluated(values)
-            reached = job.reached(values)
+            reached = job.reached(values) and not options.full_curve
             state.next_eval = job.eval_schedule.next_after(state.samples, state.next_eval)
             state.block_first = count_now
             state.elapsed_seconds = time.perf_counter() - clock_start

@@ -104,3 +104,73 @@ def test_sequences_of_another_length_are_refused(tmp_path):
     write_tfrecord(tmp_path / "eval-0", [example(r) for r in rows(train)])
     with pytest.raises(DataError, match="bert-large needs 128 and 76"):
         load_folder(str(tmp_path), 128, PRED)
+
+
+def pack(arrays: dict[str, np.ndarray], per_pack: int) -> dict[str, np.ndarray]:
+    """NVIDIA's packed layout, as its packing script writes it: `per_pack` unpacked instances a row."""
+    n = len(arrays["input_ids"])
+    rows = -(-n // per_pack)
+    out = {k: np.zeros((rows, SEQ), np.int32) for k in ("input_ids", "input_mask", "segment_ids", "positions")}
+    for k in ("masked_lm_positions", "masked_lm_ids"):
+        out[k] = np.zeros((rows, PRED + per_pack), np.int32)
+    for k in ("next_sentence_positions", "next_sentence_labels", "next_sentence_weights"):
+        out[k] = np.zeros((rows, per_pack), np.int32)
+    offset = np.zeros(rows, int)
+    mlm = np.zeros(rows, int)
+    for i in range(n):
+        r, k = divmod(i, per_pack)
+        length = int(arrays["input_mask"][i].sum())
+        length = min(length, SEQ - offset[r])
+        at = offset[r]
+        out["input_ids"][r, at:at + length] = arrays["input_ids"][i, :length]
+        out["segment_ids"][r, at:at + length] = arrays["segment_ids"][i, :length]
+        out["input_mask"][r, at:at + length] = k + 1
+        out["positions"][r, at:at + length] = np.arange(length)
+        used = np.flatnonzero(arrays["masked_lm_weights"][i])
+        out["masked_lm_positions"][r, mlm[r]:mlm[r] + len(used)] = arrays["masked_lm_positions"][i, used] + at
+        out["masked_lm_ids"][r, mlm[r]:mlm[r] + len(used)] = arrays["masked_lm_ids"][i, used]
+        out["next_sentence_positions"][r, k] = at
+        out["next_sentence_labels"][r, k] = arrays["next_sentence_labels"][i]
+        out["next_sentence_weights"][r, k] = 1
+        offset[r] += length
+        mlm[r] += len(used)
+    return out
+
+
+def short_instances(n: int, seed: int) -> dict[str, np.ndarray]:
+    """Instances of at most 160 tokens, so that three fit one packed row."""
+    rng = np.random.default_rng(seed)
+    documents = [[list(rng.integers(5, 30000, size=rng.integers(8, 20))) for _ in range(10)] for _ in range(6)]
+    arrays = make_instances(documents, n, 160, 24, 30522, seed=seed)
+    for key in ("input_ids", "input_mask", "segment_ids"):
+        arrays[key] = np.pad(arrays[key], ((0, 0), (0, SEQ - 160)))
+    for key in ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights"):
+        arrays[key] = np.pad(arrays[key], ((0, 0), (0, PRED - 24)))
+    return arrays
+
+
+def test_packed_nvidia_hdf5_shards_unpack_into_the_same_instances(tmp_path):
+    train, evaluation = short_instances(7, 5), short_instances(3, 6)
+    for name, arrays in (("train_packed.hdf5", train), ("eval_packed.hdf5", evaluation)):
+        with h5py.File(tmp_path / name, "w") as f:
+            for key, value in pack(arrays, per_pack=3).items():
+                f.create_dataset(key, data=value)
+    got_train, got_eval = load_folder(str(tmp_path), SEQ, PRED)
+    for want, got in ((train, got_train), (evaluation, got_eval)):
+        assert len(got["input_ids"]) == len(want["input_ids"])
+        for key, value in want.items():
+            assert np.array_equal(got[key], value.astype(got[key].dtype)), key
+
+
+def test_a_damaged_packed_shard_is_one_line(tmp_path):
+    packed = pack(short_instances(3, 5), per_pack=3)
+    packed["next_sentence_positions"][0, 1] += 1  # sequence 2 no longer starts where its mask does
+    with h5py.File(tmp_path / "train_packed.hdf5", "w") as f:
+        for key, value in packed.items():
+            f.create_dataset(key, data=value)
+    (tmp_path / "eval").mkdir()
+    with h5py.File(tmp_path / "eval" / "eval_packed.hdf5", "w") as f:
+        for key, value in pack(short_instances(3, 6), per_pack=3).items():
+            f.create_dataset(key, data=value)
+    with pytest.raises(DataError, match="packed row 0 sequence 2 is not one span"):
+        load_folder(str(tmp_path), SEQ, PRED)

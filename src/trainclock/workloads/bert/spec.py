@@ -18,6 +18,8 @@ from functools import cache
 from importlib import resources
 
 from trainclock.errors import UsageError
+from trainclock.workloads import evidence
+from trainclock.workloads.bert.metric import METRIC
 
 MLPERF_EVAL_SAMPLES = 10_000
 
@@ -145,20 +147,19 @@ def _bert_large() -> BertSpec:
 
 
 def _cpu_member(name: str, shape: BertShape, **hyper) -> BertSpec:
-    evidence = target_evidence(name)
-    kind = "measured" if evidence.get("runs") else "estimated"  # evidence without reference runs is a guess
+    recorded = target_evidence(name)
+    kind = "measured" if evidence.is_measured(recorded) else "estimated"  # no reference runs: a guess
     return BertSpec(name=name, shape=shape, corpus="shakespeare", seq_len=128, max_predictions=20,
-                    target_accuracy=evidence["target_accuracy"], target_source=f"{kind}: {evidence['summary']}",
+                    target_accuracy=evidence.threshold(recorded, METRIC, "target_accuracy"),
+                    target_source=f"{kind}: {recorded['summary']}",
                     beta1=0.9, beta2=0.999, weight_decay=0.01, warmup_steps=0, start_warmup_step=0,
                     dropout=0.0,  # short runs: no regularisation needed, and 1 and N processes match exactly
                     **hyper)
 
 
-@cache
 def target_evidence(name: str) -> dict:
     """The recorded reference runs that fixed a CPU tier's target (targets/<name>.json)."""
-    path = resources.files("trainclock.workloads.bert") / "targets" / f"{name}.json"
-    return json.loads(path.read_text())
+    return evidence.load("trainclock.workloads.bert", name)
 
 
 def _members() -> dict[str, BertSpec]:

@@ -84,7 +84,9 @@ class BertWorkload:
                 f"in {prepared.folder}")
 
     def cost(self, member: str):
-        return None
+        from trainclock.workloads.bert.cost import cost_model
+
+        return cost_model(member)
 
 
 def data_layout(spec: BertSpec) -> DataLayout:

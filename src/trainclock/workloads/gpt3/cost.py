@@ -12,15 +12,15 @@ first reached the target, at the spec's batch size."""
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 
-from trainclock.errors import DataError
+from trainclock.workloads import evidence
+from trainclock.workloads.base import QualityTarget
 from trainclock.workloads.cost import ConvergencePoints, SampleFlops, WorkloadCost, rcp_convergence
-from trainclock.workloads.gpt3.spec import MEMBERS, GPT3Spec, get_member, target_evidence
+from trainclock.workloads.gpt3.spec import MEMBERS, METRIC, GPT3Spec, get_member, target_evidence
 
 LOGIT_BYTES = 4 * 2  # fp32 logits and their gradient, per vocabulary entry and token
 ADAM_STATE_BYTES = 8  # two fp32 moments per parameter
@@ -121,32 +121,15 @@ class GPT3Cost(WorkloadCost):
         runs = _reference_runs(spec)
         if not runs:
             return None  # an estimated target: nothing measured yet
-        reached = []
-        for run in runs:
-            try:
-                reached.append(next(tokens for _t, tokens, loss in run["evals"] if loss <= spec.target_log_perplexity))
-            except (KeyError, TypeError, ValueError, StopIteration):
-                raise DataError(f"targets/{spec.name}.json: a reference run (seed {run.get('seed')}) has no evaluation "
-                                f"at or below the target {spec.target_log_perplexity}") from None
-        return ConvergencePoints(((spec.global_batch_size, float(statistics.median(reached))),),
-                                 f"median of {len(reached)} trainclock reference runs")
+        quality = (QualityTarget(METRIC, spec.target_log_perplexity, "lower"),)
+        return evidence.convergence(spec.name, runs, quality, spec.global_batch_size)
 
     def measured_efficiency(self) -> tuple[float, str] | None:
         """The median MFU of trainclock's recorded runs of this member (measured against the same
-        matmul peak the planner measures for this-cpu): its verification runs (full runs to the
-        target) first, then its reference runs, then the reference runs of every measured member:
-        efficiency depends on the model's size."""
+        matmul peak the planner measures for this-cpu): verification runs first, then reference
+        runs, then the reference runs of every measured member: efficiency depends on the model's size."""
         measured = [s.name for s in MEMBERS.values() if s.target_source.startswith("measured")]
-        if self.name in measured:
-            evidence = target_evidence(self.name)
-            for kind, runs in (("verification", (evidence.get("verification") or {}).get("runs")),
-                               ("reference", evidence.get("runs"))):
-                if mfus := _mfus(runs):
-                    return statistics.median(mfus), f"median MFU of {len(mfus)} {self.name} {kind} runs"
-        mfus = [mfu for name in measured for mfu in _mfus(target_evidence(name).get("runs"))]
-        if not mfus:
-            return None
-        return statistics.median(mfus), f"median MFU of {len(mfus)} trainclock reference runs of {', '.join(measured)}"
+        return evidence.efficiency(self.name, {name: target_evidence(name) for name in measured})
 
 
 def cost_model(member: str) -> WorkloadCost:
@@ -157,9 +140,5 @@ def cost_model(member: str) -> WorkloadCost:
 def _reference_runs(spec: GPT3Spec) -> list | None:
     if not spec.target_source.startswith("measured"):
         return None
-    evidence = target_evidence(spec.name)
-    return evidence.get("runs") if isinstance(evidence, dict) else None
-
-
-def _mfus(runs: list[dict] | None) -> list[float]:
-    return [run["mfu"] for run in runs or [] if isinstance(run.get("mfu"), int | float)]
+    recorded = target_evidence(spec.name)
+    return recorded.get("runs") if isinstance(recorded, dict) else None

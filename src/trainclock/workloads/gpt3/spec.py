@@ -9,13 +9,13 @@ the evidence sits in targets/ next to this file.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
-from functools import cache
-from importlib import resources
 
 from trainclock.errors import UsageError
+from trainclock.workloads import evidence
 from trainclock.workloads.gpt3.model import GPTShape
+
+METRIC = "validation log perplexity (nats/token)"
 
 GPT3_VOCAB = 50257
 MLPERF_REFERENCE_BATCH = 1536  # sequences; MLPerf scales warmup/decay/checkpoint step from it
@@ -129,22 +129,20 @@ def _gpt3_175b() -> GPT3Spec:
 
 
 def _cpu_member(name: str, shape: GPTShape, **hyper) -> GPT3Spec:
-    evidence = target_evidence(name)
+    recorded = target_evidence(name)
     return GPT3Spec(
         name=name,
         shape=shape,
         corpus="shakespeare",
-        target_log_perplexity=evidence["target_log_perplexity"],
-        target_source=f"measured: {evidence['summary']}",
+        target_log_perplexity=evidence.threshold(recorded, METRIC, "target_log_perplexity"),
+        target_source=f"measured: {recorded['summary']}",
         **hyper,
     )
 
 
-@cache
 def target_evidence(name: str) -> dict:
     """The recorded reference runs that fixed a CPU member's target (targets/<name>.json)."""
-    path = resources.files("trainclock.workloads.gpt3") / "targets" / f"{name}.json"
-    return json.loads(path.read_text())
+    return evidence.load("trainclock.workloads.gpt3", name)
 
 
 def _members() -> dict[str, GPT3Spec]:

@@ -26,9 +26,7 @@ from trainclock.workloads.gpt3.data.sources import fetch_shakespeare, parse_sour
 from trainclock.workloads.gpt3.model import GPT
 from trainclock.workloads.gpt3.parallelize import PARALLELISM, check_layout
 from trainclock.workloads.gpt3.pipeline import PipelinedGPT
-from trainclock.workloads.gpt3.spec import MEMBERS, GPT3Spec, get_member
-
-METRIC = "validation log perplexity (nats/token)"
+from trainclock.workloads.gpt3.spec import MEMBERS, METRIC, GPT3Spec, get_member
 
 
 def quality(spec: GPT3Spec) -> tuple[QualityTarget, ...]:

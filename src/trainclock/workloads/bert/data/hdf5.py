@@ -1,7 +1,16 @@
-"""NVIDIA's HDF5 shards of the bert data (DeepLearningExamples / MLPerf NVIDIA submissions, the
-unpacked layout): datasets input_ids, input_mask, segment_ids [N, 512], masked_lm_positions,
+"""NVIDIA's HDF5 shards of the bert data (DeepLearningExamples / MLPerf NVIDIA submissions).
+
+Unpacked layout: datasets input_ids, input_mask, segment_ids [N, 512], masked_lm_positions,
 masked_lm_ids [N, 76] (position 0 marks an unused slot: there is no weights dataset) and
-next_sentence_labels [N]."""
+next_sentence_labels [N].
+
+Packed layout (several sequences per 512-token row, to skip padding): input_mask holds the
+sequence's index (1, 2, 3, 0 for padding) instead of 1, `positions` restarts at 0 for each
+sequence, masked_lm_positions/ids have 76 + (sequences per pack) slots, and next_sentence_positions,
+next_sentence_labels, next_sentence_weights [N, sequences per pack] give each sequence's [CLS]
+position, label and presence. trainclock's BERT attends over one sequence per row, so a packed
+shard is unpacked on read into the unpacked layout: the same instances, with their padding back.
+"""
 
 from __future__ import annotations
 
@@ -12,25 +21,66 @@ import numpy as np
 from trainclock.errors import DataError
 
 KEYS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids", "next_sentence_labels")
+PACKED_KEYS = KEYS + ("positions", "next_sentence_positions", "next_sentence_weights")
 
 
-def read_instances(paths: list[Path]) -> dict[str, np.ndarray]:
+def read_instances(paths: list[Path], max_predictions: int = 76) -> dict[str, np.ndarray]:
     import h5py  # only the full config reads HDF5
 
     parts: dict[str, list[np.ndarray]] = {k: [] for k in KEYS}
     for path in paths:
         try:
             with h5py.File(path, "r") as f:
-                for key in KEYS:
-                    parts[key].append(np.asarray(f[key][:], dtype=np.int64))
+                packed = "positions" in f
+                arrays = {key: np.asarray(f[key][:], dtype=np.int64) for key in (PACKED_KEYS if packed else KEYS)}
         except KeyError as e:
-            raise DataError(f"{path}: no dataset {e} (an NVIDIA bert HDF5 shard has {', '.join(KEYS)})") from None
+            raise DataError(f"{path}: no dataset {e} (an NVIDIA bert HDF5 shard has {', '.join(KEYS)}; "
+                            f"a packed one also {', '.join(PACKED_KEYS[len(KEYS):])})") from None
         except OSError as e:
             raise DataError(f"cannot read HDF5 shard {path} ({e}); re-copy the file") from None
+        if packed:
+            arrays = unpack(arrays, max_predictions, path)
+        for key in KEYS:
+            parts[key].append(arrays[key])
     try:
-        out = {k: np.concatenate(v) for k, v in parts.items()}
+        out = {k: np.concatenate([p.reshape(len(p), -1) if k != "next_sentence_labels" else p.reshape(-1)
+                                  for p in v]) for k, v in parts.items()}
     except ValueError:
         raise DataError(f"HDF5 shards of different shapes in {', '.join(map(str, paths))}") from None
-    out["next_sentence_labels"] = out["next_sentence_labels"].reshape(-1)
     out["masked_lm_weights"] = (out["masked_lm_positions"] != 0).astype(np.float32)
     return out
+
+
+def unpack(packed: dict[str, np.ndarray], max_predictions: int, path: Path) -> dict[str, np.ndarray]:
+    """One row per sequence of the packed rows, in the unpacked layout."""
+    rows, seq_len = packed["input_ids"].shape
+    out: dict[str, list] = {k: [] for k in KEYS}
+    for r in range(rows):
+        for k in np.flatnonzero(packed["next_sentence_weights"][r]):
+            tokens = np.flatnonzero(packed["input_mask"][r] == k + 1)
+            start = int(packed["next_sentence_positions"][r, k])
+            if len(tokens) == 0 or tokens[0] != start or tokens[-1] - start + 1 != len(tokens):
+                raise DataError(f"{path}: packed row {r} sequence {k + 1} is not one span starting at its "
+                                f"next_sentence_position {start}; the shard is damaged, re-create it")
+            end = start + len(tokens)
+            for key in ("input_ids", "segment_ids"):
+                row = np.zeros(seq_len, np.int64)
+                row[: end - start] = packed[key][r, start:end]
+                out[key].append(row)
+            mask = np.zeros(seq_len, np.int64)
+            mask[: end - start] = 1
+            out["input_mask"].append(mask)
+            where = packed["masked_lm_positions"][r]
+            mine = np.flatnonzero((where >= start) & (where < end) & (where != 0))
+            if len(mine) > max_predictions:
+                raise DataError(f"{path}: packed row {r} sequence {k + 1} has {len(mine)} masked positions, more than "
+                                f"{max_predictions}; the shard was packed for another setting")
+            positions, ids = np.zeros(max_predictions, np.int64), np.zeros(max_predictions, np.int64)
+            positions[: len(mine)] = where[mine] - start
+            ids[: len(mine)] = packed["masked_lm_ids"][r, mine]
+            out["masked_lm_positions"].append(positions)
+            out["masked_lm_ids"].append(ids)
+            out["next_sentence_labels"].append(packed["next_sentence_labels"][r, k])
+    if not out["input_ids"]:
+        raise DataError(f"{path}: a packed shard with no sequences (every next_sentence_weight is 0)")
+    return {k: np.stack(v) if k != "next_sentence_labels" else np.asarray(v, np.int64) for k, v in out.items()}

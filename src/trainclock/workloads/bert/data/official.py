@@ -46,7 +46,7 @@ def _read(paths: list[Path], folder: Path, seq_len: int, max_predictions: int, n
         raise DataError(f"no {name} files in {folder}")
     shards = [p for p in paths if p.suffix in HDF5_SUFFIXES]
     if shards:
-        return hdf5.read_instances(shards)
+        return hdf5.read_instances(shards, max_predictions)
     return tfrecord.read_instances(paths, seq_len, max_predictions)
 
 

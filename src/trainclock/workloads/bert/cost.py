@@ -1,0 +1,125 @@
+"""The planner's cost model of a BERT member (workloads/cost.py says how the planner uses it).
+
+An encoder layer is a GPT layer without the causal mask, so activations follow the same
+Korthikanti et al. 2022 terms (16-bit): s*b*h*(34/t + 5*a*s/(h*t)) with sequence parallelism,
+s*b*h*(10 + 24/t + 5*a*s/(h*t)) without; selective recomputation drops the attention scores, full
+keeps each layer's input. The masked-LM head runs on the masked positions only (the reference
+gathers them), so its logits are small next to GPT's.
+
+Convergence: bert-large from MLPerf's reference convergence points (rcps_bert.json, in samples);
+the CPU tiers from the samples at which each recorded reference run first reached the target."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import cached_property
+from pathlib import Path
+
+from trainclock.workloads import evidence
+from trainclock.workloads.base import QualityTarget
+from trainclock.workloads.bert.metric import METRIC
+from trainclock.workloads.bert.spec import MEMBERS, BertSpec, get_member, target_evidence
+from trainclock.workloads.cost import ConvergencePoints, SampleFlops, WorkloadCost, rcp_convergence
+
+LAMB_STATE_BYTES = 8  # two fp32 moments per parameter
+LOGIT_BYTES = 4 * 2  # fp32 logits and their gradient
+
+
+@dataclass(frozen=True)
+class BertCost(WorkloadCost):
+    spec: BertSpec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def benchmark(self) -> str:
+        return self.spec.mlperf_benchmark
+
+    @cached_property
+    def parameter_count(self) -> int:
+        return self.spec.shape.parameter_count()
+
+    @property
+    def layers(self) -> int:
+        return self.spec.shape.n_layer
+
+    @cached_property
+    def other_parameters(self) -> int:
+        """Embeddings, pooler and the pre-training heads: everything but the encoder layers."""
+        return replace(self.spec.shape, n_layer=0).parameter_count()
+
+    @cached_property
+    def layer_parameters(self) -> float:
+        return (self.parameter_count - self.other_parameters) / self.layers
+
+    @property
+    def tensor_parallel_units(self) -> int:
+        return self.spec.shape.n_head
+
+    tensor_parallel_unit = "attention heads"
+
+    @cached_property
+    def flops_per_sample(self) -> SampleFlops:
+        """BertShape.flops_per_sample is linear in the attention term 4*s*h per token and layer:
+        training (x3) the scores and weighted sum are 12*L*s^2*h per sequence, the rest is weights."""
+        spec, shape = self.spec, self.spec.shape
+        total = shape.flops_per_sample(spec.seq_len, spec.max_predictions)
+        attention = 3.0 * shape.n_layer * 4 * spec.seq_len * shape.hidden * spec.seq_len
+        return SampleFlops(weights=total - attention, other=attention)
+
+    @property
+    def boundary_values_per_sample(self) -> float:
+        return self.spec.seq_len * self.spec.shape.hidden
+
+    optimizer_state_bytes_per_parameter = LAMB_STATE_BYTES
+    progress_unit = "samples"  # MLPerf bert logs train_samples and eval epoch_num in samples
+    units_per_sample = 1
+
+    @property
+    def sample_noun(self) -> str:
+        return f"sequences of {self.spec.seq_len} tokens"
+
+    @property
+    def reference_batch_size(self) -> int:
+        return self.spec.global_batch_size
+
+    @property
+    def eval_every_samples(self) -> int:
+        return self.spec.eval_every_samples
+
+    @property
+    def eval_samples(self) -> int:
+        return self.spec.eval_samples
+
+    def layer_activation_bytes(self, micro_batch: int, tp: int, sequence_parallel: bool, recompute: str) -> float:
+        s, b, h, a, t = self.spec.seq_len, micro_batch, self.spec.shape.hidden, self.spec.shape.n_head, tp
+        if recompute == "full":
+            return 2 * s * b * h / (t if sequence_parallel else 1)
+        per_token_width = 34 / t if sequence_parallel else 10 + 24 / t
+        attention_scores = 5 * a * s / (h * t) if recompute == "none" else 0.0
+        return s * b * h * (per_token_width + attention_scores)
+
+    def output_bytes(self, micro_batch: int, tp: int) -> float:
+        return micro_batch * self.spec.max_predictions * self.spec.shape.vocab_size * LOGIT_BYTES / tp
+
+    def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
+        spec = self.spec
+        if spec.target_source.startswith("mlperf"):
+            return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark)
+        if not spec.target_source.startswith("measured"):
+            return None
+        quality = (QualityTarget(METRIC, spec.target_accuracy, "higher"),)
+        return evidence.convergence(spec.name, target_evidence(spec.name).get("runs") or [], quality,
+                                    spec.global_batch_size)
+
+    def measured_efficiency(self) -> tuple[float, str] | None:
+        measured = [s.name for s in MEMBERS.values() if s.target_source.startswith("measured")]
+        return evidence.efficiency(self.name, {name: target_evidence(name) for name in measured})
+
+
+def cost_model(member: str) -> WorkloadCost:
+    """The cost model of a BERT member; UsageError if unknown."""
+    return BertCost(get_member(member))

@@ -2,7 +2,8 @@
 would otherwise write, side by side on the same batches and start weights.
 
   trainclock: the generic loop's train_step over the bert job (gathered masked-LM head, global
-              norm clipping, LAMB), eager fp32 and bf16 autocast
+              norm clipping, LAMB), eager fp32 and bf16 autocast, and
+              (--compile) fp32 under torch.compile
   plain:      transformers' own BertForPreTraining forward with labels (-100 except the masked
               positions, next_sentence_label), torch AdamW, no trainclock code
 
@@ -10,7 +11,7 @@ It prints tokens/s, MFU against the machine's matmul peak (the faster of bf16 an
 around each timing: the CPU is shared and its speed drifts) and the ratio trainclock / plain.
 The FLOPs are the same for both (the model's useful work: masked-LM head on the masked positions).
 
-  python benchmarks/bert_throughput.py [--member bert-mini] [--steps 8]
+  python benchmarks/bert_throughput.py [--member bert-mini] [--steps 8] [--compile]
 """
 
 from __future__ import annotations
@@ -43,17 +44,18 @@ def autocast_for(precision: str):
 
 
 def timed(step, steps: int) -> float:
-    step(0)  # first-touch and allocator warm-up, untimed
+    step(0)  # first-touch, allocator warm-up and compilation, untimed
     start = time.perf_counter()
     for s in range(1, steps + 1):
         step(s)
     return (time.perf_counter() - start) / steps
 
 
-def plain_step(job, precision: str, batches):
+def plain_step(job, precision: str, batches, compiled: bool):
     spec = get_member(job.name)
     model = BertForPreTraining(bert_config(spec.shape, spec.dropout))
-    model.load_state_dict(job.model.state_dict())
+    model.load_state_dict({k.removeprefix("_orig_mod."): v for k, v in job.model.state_dict().items()})
+    forward = torch.compile(model) if compiled else model
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     autocast = autocast_for(precision)
 
@@ -64,7 +66,7 @@ def plain_step(job, precision: str, batches):
         rows = torch.arange(len(labels)).unsqueeze(1).expand_as(real)
         labels[rows[real], b["masked_lm_positions"][real]] = b["masked_lm_ids"][real]
         with autocast():
-            out = model(input_ids=b["input_ids"], attention_mask=b["input_mask"], token_type_ids=b["segment_ids"],
+            out = forward(input_ids=b["input_ids"], attention_mask=b["input_mask"], token_type_ids=b["segment_ids"],
                         labels=labels, next_sentence_label=b["next_sentence_labels"])
         out.loss.backward()
         optimizer.step()
@@ -77,16 +79,19 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--member", default="bert-mini")
     p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--compile", action="store_true", help="also time both loops under torch.compile (fp32)")
     args = p.parse_args()
     spec = get_member(args.member)
     tokens = spec.global_batch_size * spec.seq_len
     print(f"{args.member}: {spec.global_batch_size} x {spec.seq_len} tokens per step, {args.steps} timed steps, "
           f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}")
     ctx = single_process()
-    for precision in ("fp32", "bf16"):
-        job = WORKLOAD.build_job(spec, ctx, CPU, 1, RunSettings())  # starts from the tier's phase-1 checkpoint
+    modes = [("fp32", "fp32", False), ("bf16", "bf16", False)] + ([("fp32 compiled", "fp32", True)] if args.compile else [])
+    for label, precision, compiled in modes:
+        # starts from the tier's phase-1 checkpoint
+        job = WORKLOAD.build_job(spec, ctx, CPU, 1, RunSettings(compile=compiled))
         batches = [job.batch(s) for s in range(args.steps + 1)]  # the loop's own batches, for both loops
-        plain = plain_step(job, precision, batches)  # copies the start weights before trainclock trains
+        plain = plain_step(job, precision, batches, compiled)  # copies the start weights before trainclock trains
         optimizer, autocast = job.optimizer.build(job.model), autocast_for(precision)
 
         def ours(s: int) -> None:
@@ -98,9 +103,9 @@ def main() -> None:
             seconds = timed(step, args.steps)
             peak = (before + machine_peak()) / 2
             row[name] = (tokens / seconds, job.flops_per_sample * spec.global_batch_size / seconds / peak)
-            print(f"  {precision:4} {name:10} {row[name][0]:8,.0f} tokens/s  MFU {row[name][1]:6.1%}  "
+            print(f"  {label:13} {name:10} {row[name][0]:8,.0f} tokens/s  MFU {row[name][1]:6.1%}  "
                   f"(peak {peak / 1e9:,.0f} GFLOP/s)")
-        print(f"  {precision:4} ratio trainclock / plain: {row['trainclock'][0] / row['plain'][0]:.2f}")
+        print(f"  {label:13} ratio trainclock / plain: {row['trainclock'][0] / row['plain'][0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -132,12 +132,23 @@ def rcp_convergence(folder: Path, benchmark: str) -> ConvergencePoints:
     latest round): the mean units to target of the reference runs at each batch size."""
     files = sorted((folder / "rcps").glob(f"training_*/rcps_{benchmark}.json"),
                    key=lambda p: tuple(int(x) for x in p.parent.name.removeprefix("training_").split(".")))
-    if not files:
-        raise DataError(f"no rcps/training_*/rcps_{benchmark}.json in {folder}")
-    path = files[-1]
+    # a results folder without this benchmark's RCPs: the installed rules package has those of the round
+    path = files[-1] if files else rules_rcp_file(benchmark)
+    if not path.is_file():
+        raise DataError(f"no rcps/training_*/rcps_{benchmark}.json in {folder} nor in the mlperf_logging package")
     try:
         table = json.loads(path.read_text())
         points = sorted((int(p["BS"]), statistics.fmean(p["Epochs to converge"])) for p in table.values())
     except (ValueError, KeyError, TypeError) as e:
         raise DataError(f"{path}: unreadable reference convergence points ({e})") from None
     return ConvergencePoints(tuple(points), f"MLPerf RCPs {path.parent.name}")
+
+
+MLPERF_ROUND = "training_3.1.0"  # the round whose rules and reference points the suite follows
+
+
+def rules_rcp_file(benchmark: str) -> Path:
+    """The reference convergence points of `benchmark` in the installed mlperf_logging package."""
+    from mlperf_logging import rcp_checker
+
+    return Path(rcp_checker.__file__).parent / MLPERF_ROUND / f"rcps_{benchmark}.json"

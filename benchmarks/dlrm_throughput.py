@@ -1,0 +1,134 @@
+"""Training throughput and MFU of a DLRM-DCNv2 CPU tier, trainclock's step against the plain loop a
+user would otherwise write, side by side on the same batches and start weights.
+
+  trainclock: the generic loop's train_step over the dlrm_dcnv2 job (its batches from the
+              memory-mapped Criteo day files, the package's model, Adagrad), eager fp32 and bf16
+  plain:      a DLRM-DCNv2 written here in plain PyTorch the way torchrec's example feeds it
+              (one flat id list with offsets per table, as a KeyedJaggedTensor holds them),
+              BCEWithLogits, torch.optim.Adagrad; no trainclock code in its step
+
+It also times the loader alone (batches/s of the day files), to show it is not the bottleneck.
+Prints samples/s, MFU against the machine's matmul peak (the faster of bf16 and fp32, measured
+around each timing: the CPU is shared and its speed drifts) and the ratio trainclock / plain.
+
+  python benchmarks/dlrm_throughput.py [--member dlrm_dcnv2-mini] [--steps 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import time
+
+import torch
+from torch import nn
+
+from trainclock.device.peak import matmul_peak_flops
+from trainclock.distributed.context import single_process
+from trainclock.train.loop import train_step
+from trainclock.workloads.base import RunSettings
+from trainclock.workloads.dlrm_dcnv2 import WORKLOAD
+from trainclock.workloads.dlrm_dcnv2.spec import get_member
+
+CPU = torch.device("cpu")
+
+
+class PlainDlrm(nn.Module):
+    """DLRM-DCNv2 as a user writes it from the paper: the same parameters under the same names."""
+
+    def __init__(self, job_model: nn.Module, multi_hot: list[int]) -> None:
+        super().__init__()
+        self.multi_hot = multi_hot
+        self.bottom, self.top = job_model.bottom, job_model.top  # replaced by copies below
+        self.tables = nn.ModuleList(nn.EmbeddingBag(t.num_embeddings, t.embedding_dim, mode="sum")
+                                    for t in job_model.tables)
+        self.cross = job_model.cross
+        self.load_state_dict({k: v.clone() for k, v in job_model.state_dict().items()}, assign=True)
+
+    def forward(self, dense: torch.Tensor, ids: list[torch.Tensor], offsets: list[torch.Tensor]) -> torch.Tensor:
+        x0 = torch.cat([self.bottom(dense)] + [t(i, o) for t, i, o in zip(self.tables, ids, offsets)], dim=1)
+        x = x0
+        for v, w in zip(self.cross.V, self.cross.W):
+            x = x0 * w(v(x)) + x
+        return self.top(x).squeeze(1)
+
+
+def machine_peak() -> float:
+    return max(matmul_peak_flops(CPU, torch.bfloat16), matmul_peak_flops(CPU, torch.float32))
+
+
+def autocast_for(precision: str):
+    return (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
+
+
+def timed(step, steps: int) -> float:
+    step(0)  # first-touch and allocator warm-up, untimed
+    start = time.perf_counter()
+    for s in range(1, steps + 1):
+        step(s)
+    return (time.perf_counter() - start) / steps
+
+
+def jagged(batch: dict, multi_hot: list[int]) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
+    """The batch as a KeyedJaggedTensor-fed loop sees it: per table a flat id list and bag offsets."""
+    columns = batch["sparse"].split(multi_hot, dim=1)
+    n = len(batch["labels"])
+    return (batch["dense"], [c.reshape(-1) for c in columns],
+            [torch.arange(0, n * m, m) for m in multi_hot], batch["labels"])
+
+
+def plain_step(job, precision: str, batches, multi_hot: list[int], lr: float):
+    import copy
+
+    model = PlainDlrm(copy.deepcopy(job.model), multi_hot)
+    optimizer = torch.optim.Adagrad(model.parameters(), lr=lr, eps=1e-8)
+    autocast, loss_fn = autocast_for(precision), nn.BCEWithLogitsLoss()
+    feeds = [jagged(b, multi_hot) for b in batches]
+
+    def step(s: int) -> None:
+        dense, ids, offsets, labels = feeds[s]
+        with autocast():
+            logits = model(dense, ids, offsets)
+        loss_fn(logits.float(), labels).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--member", default="dlrm_dcnv2-mini")
+    p.add_argument("--steps", type=int, default=20)
+    args = p.parse_args()
+    spec = get_member(args.member)
+    multi_hot = list(spec.shape.multi_hot)
+    gbs = spec.global_batch_size
+    print(f"{args.member}: {gbs} samples per step ({sum(multi_hot)} ids each), {args.steps} timed steps, "
+          f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}")
+    ctx = single_process()
+    for precision in ("fp32", "bf16"):
+        job = WORKLOAD.build_job(spec, ctx, CPU, 1, RunSettings())
+        loader = timed(job.batch, args.steps)
+        print(f"  loader alone: {gbs / loader:10,.0f} samples/s (memory-mapped day files, hashed ids)")
+        batches = [job.batch(s) for s in range(args.steps + 1)]  # the loop's own batches, for both loops
+        plain = plain_step(job, precision, batches, multi_hot, spec.learning_rate)  # copies the start weights
+        optimizer, autocast = job.optimizer.build(job.model), autocast_for(precision)
+
+        def ours(s: int) -> None:
+            train_step(job, optimizer, batches[s], job.micro_batch_size, autocast, CPU, ctx)
+
+        row = {}
+        for name, step in (("trainclock", ours), ("plain", plain)):
+            before = machine_peak()
+            seconds = timed(step, args.steps)
+            peak = (before + machine_peak()) / 2
+            row[name] = (gbs / seconds, job.flops_per_sample * gbs / seconds / peak)
+            print(f"  {precision:4} {name:10} {row[name][0]:8,.0f} samples/s  MFU {row[name][1]:6.1%}  "
+                  f"(peak {peak / 1e9:,.0f} GFLOP/s)")
+        print(f"  {precision:4} ratio trainclock / plain: {row['trainclock'][0] / row['plain'][0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

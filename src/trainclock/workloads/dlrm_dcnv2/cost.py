@@ -1,0 +1,138 @@
+"""The planner's cost model of a DLRM-DCNv2 member (workloads/cost.py says how the planner uses it).
+
+In the generic terms: the MLPs and cross layers are one data-parallel "layer" (no tensor or
+pipeline split: `tensor_parallel_units` 1, `layers` 1), the 26 tables are `other_parameters`, so
+the planner charges them to every device (divided by the data-parallel ranks under ZeRO-3) and
+sizes the data-parallel traffic on all parameters, as plain data parallelism (what this package
+trains) really does. The sharded layout of the MLPerf entries (tables split over devices, pooled
+rows exchanged by all-to-all, sparse updates of the looked-up rows only) needs the planner hook
+that workloads/cost.py announces; its size per sample is given here already as
+`exchange_values_per_sample` and `rows_touched_per_sample` for that hook.
+FLOPs: 3x the forward matmuls of the MLPs and cross layers plus the bag sums (spec.py).
+Progress is counted in epochs, as MLPerf's RCPs count it (1/4,195,197,692 epoch per sample for
+the full size); the tiers' convergence is read off their reference runs."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainclock.errors import DataError
+from trainclock.workloads import evidence
+from trainclock.workloads.base import QualityTarget
+from trainclock.workloads.cost import ConvergencePoints, SampleFlops, WorkloadCost, rcp_convergence
+from trainclock.workloads.dlrm_dcnv2.spec import METRIC, DlrmSpec, target_evidence
+
+ADAGRAD_STATE_BYTES = 4  # one fp32 sum of squared gradients per parameter
+
+
+@dataclass(frozen=True)
+class DlrmCost(WorkloadCost):
+    spec: DlrmSpec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def benchmark(self) -> str:
+        return self.spec.mlperf_benchmark
+
+    @property
+    def parameter_count(self) -> int:
+        return self.spec.shape.parameter_count()
+
+    layers = 1
+    tensor_parallel_units = 1
+    tensor_parallel_unit = "units (DLRM has no tensor-parallel split)"
+
+    @property
+    def layer_parameters(self) -> float:
+        return float(self.spec.shape.dense_parameters())
+
+    @property
+    def other_parameters(self) -> float:
+        return float(self.spec.shape.embedding_parameters())
+
+    @property
+    def flops_per_sample(self) -> SampleFlops:
+        return SampleFlops(weights=self.spec.shape.flops_per_sample())
+
+    @property
+    def boundary_values_per_sample(self) -> float:
+        return float(self.spec.shape.interaction_width)
+
+    @property
+    def exchange_values_per_sample(self) -> float:
+        """Pooled embedding values a sample sends between devices each way under table sharding."""
+        return float(len(self.spec.shape.rows) * self.spec.shape.dim)
+
+    @property
+    def rows_touched_per_sample(self) -> int:
+        """Embedding rows a sample reads and (sparse Adagrad) updates: its bag sizes summed."""
+        return sum(self.spec.shape.multi_hot)
+
+    optimizer_state_bytes_per_parameter = ADAGRAD_STATE_BYTES
+    progress_unit = "epochs"
+    sample_noun = "click samples"
+
+    @property
+    def units_per_sample(self) -> float:
+        return 1.0 / self.spec.samples_per_epoch
+
+    @property
+    def reference_batch_size(self) -> int:
+        return self.spec.global_batch_size
+
+    @property
+    def eval_every_samples(self) -> int:
+        return self.spec.eval_every_samples
+
+    @property
+    def eval_samples(self) -> int:
+        return self.spec.eval_samples
+
+    def layer_activation_bytes(self, micro_batch: int, tp: int, sequence_parallel: bool, recompute: str) -> float:
+        """16-bit values kept for backward per sample: every MLP layer's output, the pooled
+        embeddings and dense vector (27 x dim), and per cross layer its low-rank and full outputs."""
+        shape = self.spec.shape
+        width = shape.interaction_width
+        if recompute == "full":
+            return 2.0 * micro_batch * width
+        values = sum(shape.bottom) + sum(shape.top) + width + shape.cross_layers * (shape.cross_rank + 2 * width)
+        return 2.0 * micro_batch * values
+
+    @property
+    def recompute_choices(self) -> tuple[str, ...]:
+        return ("none",)  # activations are small next to the tables: recomputing never pays
+
+    @property
+    def tp_collectives_per_layer(self) -> int:
+        return 0
+
+    def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
+        spec = self.spec
+        if spec.target_source.startswith("mlperf"):
+            return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark)
+        runs = target_evidence(spec.name).get("runs") or []
+        if not runs:
+            return None  # a provisional target: nothing measured yet
+        quality = (QualityTarget(METRIC, spec.target_auc, "higher"),)
+        reached = []
+        for run in runs:
+            samples = evidence.units_to_target(run, quality)  # the loop's units are samples
+            if samples is None:
+                raise DataError(f"targets/{spec.name}.json: a reference run (seed {run.get('seed')}) never "
+                                f"reaches the target {spec.target_auc}")
+            reached.append(samples / spec.samples_per_epoch)
+        return ConvergencePoints(((spec.global_batch_size, float(statistics.median(reached))),),
+                                 f"median of {len(reached)} trainclock reference runs")
+
+    def measured_efficiency(self) -> tuple[float, str] | None:
+        mfus = evidence.mfus(target_evidence(self.spec.name).get("runs")) if self.spec.data == "clicks" else []
+        if not mfus:
+            return None
+        return float(statistics.median(mfus)), f"median MFU of {len(mfus)} {self.spec.name} reference runs"
+

@@ -1,0 +1,56 @@
+"""The planner's cost model of DLRM-DCNv2: the generic terms filled from the spec (tables outside
+the data-parallel "layer", epochs as the progress unit, Adagrad's one state per parameter), the
+full size's convergence from MLPerf's RCPs and a tier's from its reference runs, through
+`trainclock plan`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainclock.workloads.cost import WorkloadCost
+from trainclock.workloads.dlrm_dcnv2 import WORKLOAD
+from trainclock.workloads.dlrm_dcnv2.spec import get_member, target_evidence
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def plan(*argv: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "trainclock.cli", "plan", *argv], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=ROOT)
+
+
+def test_cost_terms_come_from_the_spec():
+    cost = WORKLOAD.cost("dlrm_dcnv2-criteo")
+    assert isinstance(cost, WorkloadCost)
+    assert cost.layer_parameters + cost.other_parameters == cost.parameter_count == 26_151_671_809
+    assert cost.other_parameters == 26_135_627_264 and cost.layers == 1 and cost.tensor_parallel_units == 1
+    assert cost.units_per_sample == pytest.approx(1 / 4_195_197_692) and cost.progress_unit == "epochs"
+    assert cost.optimizer_state_bytes_per_parameter == 4
+    assert cost.exchange_values_per_sample == 26 * 128 and cost.rows_touched_per_sample == 214
+    # about 3 x 2 x 16M dense parameters of matmuls per sample
+    assert 9.0e7 < cost.flops_per_sample.total < 1.0e8
+    assert cost.layer_activation_bytes(8, 1, False, "none") == 2 * cost.layer_activation_bytes(4, 1, False, "none")
+
+
+@pytest.mark.slow
+def test_plan_full_size_takes_epochs_to_target_from_the_rules_rcps():
+    proc = plan("dlrm_dcnv2", "--accelerator", "h100-sxm", "--count", "8", "--gbs", "65536")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "26.2B parameters" in proc.stdout and "MLPerf RCPs training_3.1.0" in proc.stdout
+    assert "epochs to target │ 0.80" in proc.stdout  # the 65,536 RCP (mean 0.793) at the eval cadence
+
+
+@pytest.mark.slow
+def test_plan_a_tier_on_this_cpu_uses_its_reference_runs():
+    if not target_evidence("dlrm_dcnv2-tiny").get("runs"):
+        pytest.skip("dlrm_dcnv2-tiny has a provisional target: no reference runs to plan from yet")
+    proc = plan("dlrm_dcnv2-tiny", "--accelerator", "this-cpu", "--count", "1",
+                "--gbs", str(get_member("dlrm_dcnv2-tiny").global_batch_size))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "trainclock reference runs" in proc.stdout and "time-to-train" in proc.stdout

@@ -1,0 +1,142 @@
+"""dlrm_dcnv2-tiny end to end through `trainclock run`, on its generated click log in the real data
+home (where `trainclock data prepare` caches it): it reaches its AUC target within one epoch, its
+log passes the official common rules and counts epochs as the dlrm_dcnv2 logs do, 2 processes
+train the same curve as 1, a run killed with -9 resumes to the same curve, and bad input is one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.official_checker import check
+from tests.workloads.dlrm_dcnv2.files import write_days
+from trainclock.mllog.reader import read_events
+from trainclock.workloads.dlrm_dcnv2.spec import get_member
+
+ROOT = Path(__file__).resolve().parents[2]
+MEMBER = "dlrm_dcnv2-tiny"
+SHORT = ("--seed", "4", "--max-samples", "12288", "--precision", "fp32", "--no-progress", "--checkpoint-every", "6")
+
+
+def environment() -> dict[str, str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    env.pop("TRAINCLOCK_HOME", None)  # the real data home: the tier's click log is cached there
+    return env
+
+
+def trainclock(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "trainclock.cli", *argv], capture_output=True, text=True,
+                          timeout=timeout, env=environment(), cwd=ROOT)
+
+
+def records(out: Path) -> list[dict]:
+    metrics = next(out.glob(f"results/*/{MEMBER}/result_0.metrics.jsonl"))
+    return [json.loads(line) for line in metrics.read_text().splitlines()]
+
+
+def curve(out: Path) -> list[float]:
+    return [r["loss"] for r in records(out) if "loss" in r]
+
+
+def aucs(out: Path) -> list[float]:
+    return [r["eval"]["AUC"] for r in records(out) if "eval" in r]
+
+
+@pytest.fixture(scope="module")
+def prepared():
+    done = trainclock("data", "prepare", MEMBER)  # untimed: the click log, generated once and cached
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def tiny_run(prepared, tmp_path_factory):
+    out = tmp_path_factory.mktemp("dlrm-tiny")
+    return out, trainclock("run", MEMBER, "--seed", "11", "--out", str(out), "--no-progress")
+
+
+@pytest.fixture(scope="module")
+def one_process(prepared, tmp_path_factory):
+    out = tmp_path_factory.mktemp("dlrm-one")
+    proc = trainclock("run", MEMBER, "--out", str(out), *SHORT)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    return out
+
+
+def test_prepare_reports_the_best_achievable_auc_beside_the_data(prepared):
+    best = float(prepared.split("best achievable AUC ")[1].split(")")[0])
+    assert get_member(MEMBER).target_auc < best < 0.9
+
+
+@pytest.mark.slow
+def test_tiny_reaches_its_target_within_one_epoch(tiny_run):
+    out, proc = tiny_run
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "run success" in proc.stdout
+    steps = [r for r in records(out) if "loss" in r]
+    target = get_member(MEMBER).target_auc
+    assert sum(r["loss"] for r in steps[-10:]) < sum(r["loss"] for r in steps[:10])
+    assert aucs(out)[-1] >= target and all(a < target for a in aucs(out)[:-1])
+    assert steps[-1]["samples"] <= get_member(MEMBER).samples_per_epoch
+
+
+@pytest.mark.slow
+def test_tiny_log_passes_the_official_common_rules_and_counts_epochs(tiny_run):
+    out, _ = tiny_run
+    log = next(out.glob(f"results/*/{MEMBER}/result_0.txt"))
+    assert check(log) == []
+    events, problems = read_events(log)
+    assert not problems
+    header = {e.key: e.value for e in events}
+    assert header["submission_benchmark"] == "dlrm_dcnv2" and header["submission_division"] == "open"
+    assert header["opt_name"] == "adagrad" and header["opt_adagrad_epsilon"] == 1e-8
+    spec = get_member(MEMBER)
+    first = next(e for e in events if e.key == "eval_accuracy")
+    assert first.metadata["epoch_num"] == pytest.approx(spec.eval_every_samples / spec.samples_per_epoch)  # 0.05
+    assert header["eval_samples"] == (spec.eval_day_rows + 1) // 2
+
+
+@pytest.mark.slow
+def test_two_processes_train_the_same_curve_as_one(one_process, tmp_path):
+    two = trainclock("run", MEMBER, "--out", str(tmp_path), "--nproc", "2", *SHORT)
+    assert two.returncode in (0, 1), two.stderr[-3000:]
+    assert len(curve(one_process)) == 24
+    # Adagrad's first steps are lr * sign(g) (accumulators start at 0): a gradient near 0 whose
+    # all-reduced sum rounds differently can flip sign, so the curves agree to 1e-3, not to 1e-5
+    assert curve(tmp_path) == pytest.approx(curve(one_process), rel=1e-3, abs=1e-4)
+    assert aucs(tmp_path) == pytest.approx(aucs(one_process), abs=2e-3)
+
+
+@pytest.mark.slow
+def test_kill_9_then_resume_gives_the_same_curve(one_process, tmp_path):
+    victim = subprocess.Popen([sys.executable, "-m", "trainclock.cli", "run", MEMBER, "--out", str(tmp_path), *SHORT],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment(), cwd=ROOT,
+                              start_new_session=True)
+    deadline = time.monotonic() + 240
+    while not list(tmp_path.glob(f"checkpoints/*/{MEMBER}/result_0/step_*/trainclock.json")):
+        assert time.monotonic() < deadline and victim.poll() is None, "no checkpoint before the run ended"
+        time.sleep(0.01)
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait()
+    resumed = trainclock("run", MEMBER, "--out", str(tmp_path), *SHORT, "--resume")
+    assert resumed.returncode in (0, 1), resumed.stderr[-3000:]
+    assert curve(tmp_path) == curve(one_process)  # bit for bit
+    assert aucs(tmp_path) == aucs(one_process)
+    log = next(tmp_path.glob(f"results/*/{MEMBER}/result_0.txt")).read_text()
+    assert log.count('"key": "run_start"') == 1 and '"key": "trainclock_resumed"' in log
+
+
+def test_full_size_without_data_or_with_broken_data_is_one_line(tmp_path):
+    proc = trainclock("run", "dlrm_dcnv2", "--out", str(tmp_path), "--no-progress")
+    assert proc.returncode == 2 and "--data FOLDER" in proc.stderr and "Traceback" not in proc.stderr
+    folder = write_days(tmp_path / "criteo", 2, 8, get_member("dlrm_dcnv2-criteo").shape.multi_hot)
+    proc = trainclock("data", "prepare", "dlrm_dcnv2", "--data", str(folder))
+    assert proc.returncode == 2 and "day_2_dense.npy is missing" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1  # every other broken file: dlrm_dcnv2/test_formats.py

@@ -15,10 +15,10 @@ import json
 import math
 from dataclasses import dataclass, replace
 from functools import cache
-from importlib import resources
 
 from trainclock.errors import UsageError
 from trainclock.workloads import evidence
+from trainclock.workloads.cost import rules_rcp_file
 from trainclock.workloads.bert.metric import METRIC
 
 MLPERF_EVAL_SAMPLES = 10_000
@@ -102,10 +102,8 @@ def mlperf_eval_every(global_batch_size: int) -> int:
 
 @cache
 def _rcps() -> dict[int, dict]:
-    from mlperf_logging import rcp_checker  # a dependency already: the rules' own table
-
-    path = resources.files(rcp_checker) / "training_3.1.0" / "rcps_bert.json"
-    return {entry["BS"]: entry["Hyperparams"] for entry in json.loads(path.read_text()).values()}
+    """The rules' own table of reference hyperparameters, by global batch size."""
+    return {entry["BS"]: entry["Hyperparams"] for entry in json.loads(rules_rcp_file("bert").read_text()).values()}
 
 
 def rcp_hyperparameters(global_batch_size: int) -> dict:

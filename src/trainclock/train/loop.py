@@ -221,7 +221,8 @@ def train(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions
             checkpoint(state)
     if state.block_first != job.progress.log_count(state.samples):
         log.end("block_stop", metadata={"first_epoch_num": state.block_first})
-    log.event("train_samples", job.progress.log_count(state.samples))
+    if "train_samples" not in job.log_keys:  # some rules want the training set's size, logged at init by the job
+        log.event("train_samples", job.progress.log_count(state.samples))
     log.end("run_stop", metadata={"status": state.status})
     return TrainOutcome(state.status, state.steps, state.samples, state.samples * job.progress.units_per_sample,
                         state.train_seconds, state.evals, state.final_loss, state.diverged)

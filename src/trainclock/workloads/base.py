@@ -110,7 +110,9 @@ class TrainJob:
     eval_schedule: EvalSchedule
     eval_samples: int  # logged as eval_samples, in the rules' unit
     max_samples: int  # the run stops as aborted after this many samples
-    log_keys: dict[str, Any] = field(default_factory=dict)  # benchmark-specific MLPerf keys (shapes, dataset)
+    # benchmark-specific MLPerf keys (shapes, dataset), logged at init; a train_samples among them (the
+    # training set's size, where the rules ask for that) replaces the samples trained the loop logs at run end
+    log_keys: dict[str, Any] = field(default_factory=dict)
     batches: TreeBatch = field(default_factory=TreeBatch)  # how a batch is sliced and moved to a device
 
     def reached(self, metrics: dict[str, float]) -> bool:

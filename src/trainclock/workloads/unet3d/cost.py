@@ -1,0 +1,156 @@
+"""The planner's cost model of a 3D U-Net member (workloads/cost.py says how the planner uses it).
+
+A convolutional network trained data parallel: one "layer" holding every parameter (no pipeline
+cut, no tensor-parallel split), all FLOPs in `weights` (convolutions), samples (128^3 patches) as
+the progress unit, as the unet3d logs count epoch_num. Activations: every convolution block keeps
+its convolution and normalisation outputs (ReLU runs in place), each up level its transposed-conv
+output and the concatenation, per voxel of its level (1/8 per level down), in 16-bit values.
+Momentum SGD keeps one fp32 buffer per parameter.
+
+Convergence: unet3d-kits19 from MLPerf's reference convergence points (rcps_unet3d.json, samples to
+target by batch size); the CPU tiers from the samples at which each recorded reference run
+(targets/<member>.json) first reached the target, at the spec's batch size."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainclock.errors import DataError
+from trainclock.workloads import evidence
+from trainclock.workloads.base import QualityTarget
+from trainclock.workloads.cost import ConvergencePoints, SampleFlops, WorkloadCost, rcp_convergence
+from trainclock.workloads.unet3d.spec import METRIC, Unet3DSpec, get_member, target_evidence
+
+MOMENTUM_BYTES = 4  # one fp32 momentum buffer per parameter
+BYTES_PER_VALUE = 2  # the planner's convention: 16-bit activations (it doubles them for fp32)
+
+
+def activation_values_per_voxel(filters: tuple[int, ...], in_channels: int = 1) -> float:
+    values = in_channels + 2 * 2 * filters[0]  # input, then two blocks of (conv, norm) outputs
+    levels = list(filters) + [filters[-1]]
+    for depth, (i, o) in enumerate(zip(levels[:-1], levels[1:]), start=1):
+        values += 2 * 2 * o * 8.0 ** -depth  # the down level's two blocks
+        values += (i + 2 * i + 2 * 2 * i) * 8.0 ** -(depth - 1)  # up: transposed output, concat, two blocks
+    return values + 3  # the logits
+
+
+@dataclass(frozen=True)
+class Unet3DCost(WorkloadCost):
+    spec: Unet3DSpec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def benchmark(self) -> str:
+        return self.spec.mlperf_benchmark
+
+    @property
+    def parameter_count(self) -> int:
+        return self.spec.parameter_count()
+
+    layers = 1  # no pipeline: the whole network is one unit
+    other_parameters = 0.0
+
+    @property
+    def layer_parameters(self) -> float:
+        return float(self.parameter_count)
+
+    tensor_parallel_units = 1  # no tensor-parallel plan
+    tensor_parallel_unit = "networks (no tensor-parallel split)"
+
+    @property
+    def flops_per_sample(self) -> SampleFlops:
+        return SampleFlops(weights=self.spec.flops_per_sample())
+
+    @property
+    def boundary_values_per_sample(self) -> float:
+        return float(self.spec.patch ** 3)  # never crossed (no pipeline, no TP): the input, for completeness
+
+    optimizer_state_bytes_per_parameter = MOMENTUM_BYTES
+    progress_unit = "samples"
+    units_per_sample = 1.0
+
+    @property
+    def sample_noun(self) -> str:
+        return f"patches of {self.spec.patch}^3 voxels"
+
+    @property
+    def reference_batch_size(self) -> int:
+        return self.spec.global_batch_size
+
+    @property
+    def eval_every_samples(self) -> int:
+        return self.spec.eval_every_samples
+
+    @property
+    def eval_samples(self) -> int:
+        return len(self.spec.eval_cases)
+
+    def layer_activation_bytes(self, micro_batch: int, tp: int, sequence_parallel: bool, recompute: str) -> float:
+        voxels = self.spec.patch ** 3
+        if recompute == "full":
+            return micro_batch * voxels * BYTES_PER_VALUE  # the input alone
+        return micro_batch * voxels * activation_values_per_voxel(self.spec.filters) * BYTES_PER_VALUE
+
+    @property
+    def recompute_choices(self) -> tuple[str, ...]:
+        return ("none",)  # the run has no per-block recomputation for this network
+
+    @property
+    def tp_collectives_per_layer(self) -> int:
+        return 0
+
+    def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
+        spec = self.spec
+        if spec.target_source.startswith("mlperf"):
+            try:
+                return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark)
+            except DataError:  # a results folder without unet3d's RCPs: the rules package ships them
+                return _packaged_rcps()
+        runs = _runs(spec)
+        if not runs:
+            return None  # an estimated target: nothing measured yet
+        reached = []
+        for run in runs:
+            try:
+                units = evidence.units_to_target(run, (QualityTarget(METRIC, spec.target_dice, "higher"),))
+            except (KeyError, TypeError, ValueError, IndexError):
+                units = None
+            if units is None:
+                raise DataError(f"targets/{spec.name}.json: a reference run (seed {run.get('seed')}) has no evaluation "
+                                f"at or above the target {spec.target_dice}")
+            reached.append(units)
+        return ConvergencePoints(((spec.global_batch_size, float(statistics.median(reached))),),
+                                 f"median of {len(reached)} trainclock reference runs")
+
+    def measured_efficiency(self) -> tuple[float, str] | None:
+        mfus = evidence.mfus(_runs(self.spec))
+        if not mfus:
+            return None
+        return statistics.median(mfus), f"median MFU of {len(mfus)} {self.name} reference runs"
+
+
+def _packaged_rcps() -> ConvergencePoints:
+    """MLPerf v3.1's unet3d RCPs from the installed mlperf_logging (samples to target by batch)."""
+    from trainclock.workloads.unet3d.spec import rcp_table
+
+    points = sorted((bs, statistics.fmean(samples)) for bs, samples in rcp_table("Epochs to converge").items())
+    return ConvergencePoints(tuple(points), "MLPerf RCPs training_3.1.0 (mlperf_logging package)")
+
+
+def _runs(spec: Unet3DSpec) -> list[dict]:
+    if not spec.target_source.startswith("measured"):
+        return []
+    return list(target_evidence(spec.name).get("runs") or [])
+
+
+def cost_model(member: str) -> WorkloadCost:
+    """The cost model of a 3D U-Net member; UsageError if unknown."""
+    return Unet3DCost(get_member(member))
+
+

@@ -1,0 +1,64 @@
+"""Where a run's preprocessed .npy pairs come from, prepared once into the data home:
+
+  CPU tier, no --data:   generated NIfTI cases (synthetic.py) -> preprocessing -> .npy, cached
+                         under <data home>/prepared/unet3d-<tier>-<key>/{kits19,npy}/
+  --data with NIfTI:     KiTS19 case folders -> preprocessing -> .npy, cached under
+                         <data home>/prepared/unet3d-kits19-<key>/npy/ (key: the folder's path)
+  --data with .npy:      read where they are
+
+meta.json is written last: its presence means the cache is complete."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+from trainclock.errors import DataError
+from trainclock.storage import atomic_write_text, data_home
+from trainclock.workloads.unet3d.data import kits19, synthetic
+
+FORMAT_VERSION = 1
+DATA_SEED = 2019  # the tiers' volumes depend on this alone, never on the run's seed
+
+
+def tier_folder(name: str, cases: int, shape: tuple[int, int, int], patch: int) -> Path:
+    key = hashlib.sha256(f"{FORMAT_VERSION}\0{cases}\0{shape}\0{patch}\0{DATA_SEED}".encode()).hexdigest()[:12]
+    return data_home() / "prepared" / f"{name}-{key}"
+
+
+def prepare_tier(name: str, cases: int, shape: tuple[int, int, int], patch: int, force: bool = False) -> Path:
+    """The tier's .npy folder, generated and preprocessed first if missing."""
+    folder = tier_folder(name, cases, shape, patch)
+    if force and folder.exists():
+        shutil.rmtree(folder)
+    if not (folder / "meta.json").exists():
+        synthetic.generate(folder / "kits19", cases, shape, DATA_SEED)
+        kits19.preprocess(folder / "kits19", folder / "npy", (patch,) * 3)
+        atomic_write_text(folder / "meta.json", json.dumps({"cases": cases, "shape": shape, "patch": patch,
+                                                             "seed": DATA_SEED, "version": FORMAT_VERSION}) + "\n")
+    return folder / "npy"
+
+
+def is_nifti_tree(folder: Path) -> bool:
+    return any(folder.glob("case_*/imaging.nii.gz")) or any(p.is_dir() for p in folder.glob("case_*"))
+
+
+def prepare_official(folder: Path, patch: int, force: bool = False) -> Path:
+    """The .npy folder for --data: the folder itself when it holds .npy pairs, else the cache of
+    its NIfTI cases preprocessed (made now when missing)."""
+    if not folder.is_dir():
+        raise DataError(f"data folder {folder} does not exist; pass --data with KiTS19 (case_XXXXX/imaging.nii.gz) "
+                        "or its preprocessed .npy pairs")
+    if any(folder.glob("case_*_x.npy")) or any(folder.glob("case_*_y.npy")) or not is_nifti_tree(folder):
+        return folder
+    key = hashlib.sha256(f"{FORMAT_VERSION}\0{folder.resolve()}\0{patch}".encode()).hexdigest()[:12]
+    cache = data_home() / "prepared" / f"unet3d-kits19-{key}"
+    if force and cache.exists():
+        shutil.rmtree(cache)
+    if not (cache / "meta.json").exists():
+        count = kits19.preprocess(folder, cache / "npy", (patch,) * 3)
+        atomic_write_text(cache / "meta.json", json.dumps({"source": str(folder.resolve()), "cases": count,
+                                                            "version": FORMAT_VERSION}) + "\n")
+    return cache / "npy"

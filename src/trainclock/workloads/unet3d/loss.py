@@ -1,0 +1,24 @@
+"""DiceCE, the reference's training loss (model/losses.py): the mean of cross-entropy over every
+voxel and of (1 - soft Dice) per sample and foreground class (softmax probabilities against the
+one-hot labels, background excluded, smoothing 1e-6 on both sides)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from trainclock.workloads.unet3d.model import N_CLASSES
+
+SMOOTH = 1e-6
+
+
+def dice_ce_loss(logits_NCDHW: torch.Tensor, label_N1DHW: torch.Tensor) -> torch.Tensor:
+    logits = logits_NCDHW.float()  # the softmax and sums in fp32 under autocast
+    target = label_N1DHW[:, 0].long()
+    cross_entropy = F.cross_entropy(logits, target)
+    probabilities = torch.softmax(logits, dim=1)[:, 1:]
+    one_hot = F.one_hot(target, N_CLASSES).permute(0, 4, 1, 2, 3)[:, 1:].float()
+    dims = (2, 3, 4)
+    intersection = (probabilities * one_hot).sum(dims)
+    dice = (2 * intersection + SMOOTH) / (probabilities.sum(dims) + one_hot.sum(dims) + SMOOTH)
+    return ((1 - dice).mean() + cross_entropy) / 2

@@ -1,0 +1,138 @@
+"""The 3D U-Net benchmark as a workload: its members, the checks a run must pass, and the job the
+generic loop trains (KiTS19 or generated volumes, the reference network, DiceCE, sliding-window
+mean DICE, Nesterov SGD with warmup, the unet3d log keys)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from trainclock.distributed.context import ParallelContext
+from trainclock.distributed.layout import Layout
+from trainclock.distributed.parallelize import parallelize
+from trainclock.errors import UsageError
+from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
+from trainclock.workloads.batch_plan import check_global_batch, micro_batch
+from trainclock.workloads.unet3d.data.npy import Split, load_split
+from trainclock.workloads.unet3d.data.patches import PatchSampler
+from trainclock.workloads.unet3d.data.prepare import prepare_official, prepare_tier
+from trainclock.workloads.unet3d.loss import dice_ce_loss
+from trainclock.workloads.unet3d.metric import METRIC, dice_sums, score
+from trainclock.workloads.unet3d.model import Unet3D
+from trainclock.workloads.unet3d.optim import NesterovWarmup
+from trainclock.workloads.unet3d.parallelize import PARALLELISM, check_layout
+from trainclock.workloads.unet3d.spec import MEMBERS, Unet3DSpec, get_member
+
+
+def quality(spec: Unet3DSpec) -> tuple[QualityTarget, ...]:
+    return (QualityTarget(METRIC, spec.target_dice, "higher"),)
+
+
+class Unet3DWorkload:
+    key = "unet3d"
+    title = "3D U-Net"
+    full_size = "unet3d-kits19"
+
+    def members(self) -> Sequence[Member]:
+        return [Member(s.name, s.parameter_count(), quality(s), s.target_source,
+                       f"filters {'-'.join(map(str, s.filters))}, {s.patch}^3 patches", unit="samples")
+                for s in MEMBERS.values()]
+
+    def add_arguments(self, group: argparse._ArgumentGroup) -> None:
+        return None
+
+    def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> Unet3DSpec:
+        spec = get_member(member)
+        check_layout(layout)
+        if spec.dataset == "kits19" and settings.data is None:  # refused now, before init measures for a minute
+            raise UsageError("unet3d-kits19 trains on KiTS19: pass --data FOLDER (the kits19/data case folders, or "
+                             "the reference's preprocessed case_XXXXX_x.npy / _y.npy pairs); it is never downloaded")
+        if settings.global_batch_size is not None:
+            check_global_batch(settings.global_batch_size, "patches")
+            spec = spec.with_batch(settings.global_batch_size)
+        return replace(spec, micro_batch_size=micro_batch(spec.global_batch_size, settings.micro_batch_size,
+                                                          spec.micro_batch_size, layout, "patch(es)"))
+
+    def build_job(self, spec: Unet3DSpec, ctx: ParallelContext, device: torch.device, seed: int,
+                  settings: RunSettings) -> TrainJob:
+        check_layout(ctx.layout)
+        split = ctx.main_first(lambda: load_data(spec, settings.data))  # one rank generates or preprocesses
+        torch.manual_seed(seed)
+        model = Unet3D(spec.filters)
+        model = parallelize(model.to(device), ctx, PARALLELISM, compile=settings.compile,
+                            activation_checkpointing=settings.activation_checkpointing)
+        return unet3d_job(spec, model, split, seed, device, dataset=spec.dataset)
+
+    def fetch_data(self) -> str | None:
+        return None  # the tiers generate their volumes in prepare (nothing to download)
+
+    def prepare_data(self, member: str, data: str | None, force: bool = False) -> str:
+        spec = get_member(member)
+        if spec.dataset == "kits19" and data is None:
+            raise UsageError("unet3d-kits19 prepares KiTS19 from a local copy: pass --data FOLDER (kits19/data)")
+        folder = npy_folder(spec, data, force)
+        split = load_split(folder, list(spec.eval_cases), spec.patch_shape)
+        return f"{len(split.train)} train and {len(split.eval)} evaluation cases (.npy) in {folder}"
+
+    def cost(self, member: str):
+        from trainclock.workloads.unet3d.cost import cost_model
+
+        return cost_model(member)
+
+
+def npy_folder(spec: Unet3DSpec, data: str | None, force: bool = False) -> Path:
+    if data is not None:
+        return prepare_official(Path(data).expanduser(), spec.patch, force)
+    return prepare_tier(spec.name, spec.generated_cases, spec.generated_shape, spec.patch, force)
+
+
+def load_data(spec: Unet3DSpec, data: str | None) -> Split:
+    return load_split(npy_folder(spec, data), list(spec.eval_cases), spec.patch_shape)
+
+
+def unet3d_job(spec: Unet3DSpec, model: torch.nn.Module, split: Split, seed: int, device: torch.device,
+               dataset: str) -> TrainJob:
+    """The job around a built model and loaded cases; tests build one directly to write logs."""
+    sampler = PatchSampler(split.train, spec.patch_shape, spec.oversampling, seed)
+
+    def evaluate(m: torch.nn.Module, autocast, shard: tuple[int, int]) -> EvalShard:
+        return dice_sums(m, split.eval, spec.patch_shape, spec.overlap, shard, autocast, device, spec.eval_batch)
+
+    return TrainJob(
+        name=spec.name,
+        benchmark=spec.mlperf_benchmark,
+        division="closed" if dataset == "kits19" else "open",
+        model=model,
+        batch=lambda step: sampler.batch(step, spec.global_batch_size),
+        loss=lambda m, b: dice_ce_loss(m(b["image"]), b["label"]),
+        evaluate=evaluate,
+        score=score,
+        quality=quality(spec),
+        # the v3.1 unet3d logs count eval_accuracy's epoch_num in samples (168 per KiTS19 epoch)
+        progress=Progress(unit="samples", units_per_sample=1, log_key="epoch_num", log_in="samples"),
+        global_batch_size=spec.global_batch_size,
+        micro_batch_size=spec.micro_batch_size,
+        flops_per_sample=spec.flops_per_sample(),
+        optimizer=NesterovWarmup(spec.learning_rate, spec.initial_learning_rate, spec.warmup_epochs,
+                                 len(split.train), spec.global_batch_size, spec.momentum, spec.weight_decay),
+        eval_schedule=EvalSchedule(every=spec.eval_every_samples, first=spec.eval_first_samples or None),
+        eval_samples=len(split.eval),  # the rules count evaluation cases (42)
+        max_samples=spec.max_samples,
+        log_keys=log_keys(spec, len(split.train)),
+    )
+
+
+def log_keys(spec: Unet3DSpec, train_cases: int) -> dict:
+    """The benchmark-specific keys, as the official unet3d logs carry them."""
+    return {
+        "oversampling": spec.oversampling,
+        "training_input_shape": list(spec.patch_shape),
+        "validation_input_shape": list(spec.patch_shape),
+        "validation_overlap": spec.overlap,
+        "samples_per_epoch": train_cases,
+        "train_samples": train_cases,  # the closed rules: the training set's size (168 cases), once, at init
+    }

@@ -1,0 +1,161 @@
+"""unet3d-tiny end to end through `trainclock run`, on the tier's generated volumes in the real data
+home (where `trainclock data prepare` caches them): it reaches its mean DICE target, its log passes
+the official common rules and counts samples as the unet3d logs do, 2 processes train the same
+curve as 1, a run killed with -9 resumes, the planner predicts it, and bad input is one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.official_checker import check
+from trainclock.mllog.reader import read_events
+from trainclock.workloads.unet3d.spec import get_member
+
+ROOT = Path(__file__).resolve().parents[2]
+MEMBER = "unet3d-tiny"
+
+
+def environment(**env: str) -> dict:
+    full = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), **env}
+    if "TRAINCLOCK_HOME" not in env:
+        full.pop("TRAINCLOCK_HOME", None)  # the real data home: the tier's generated volumes are cached there
+    return full
+
+
+def trainclock(*argv: str, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "trainclock.cli", *argv], capture_output=True, text=True,
+                          timeout=timeout, env=environment(**env), cwd=ROOT)
+
+
+def records(out: Path, index: int = 0) -> list[dict]:
+    metrics = next(out.glob(f"results/*/{MEMBER}/result_{index}.metrics.jsonl"))
+    return [json.loads(line) for line in metrics.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def prepared():
+    done = trainclock("data", "prepare", MEMBER)  # untimed: generated NIfTI cases preprocessed to .npy, cached
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def tiny_run(prepared, tmp_path_factory):
+    out = tmp_path_factory.mktemp(MEMBER)
+    return out, trainclock("run", MEMBER, "--seed", "11", "--out", str(out), "--no-progress")
+
+
+@pytest.mark.slow
+def test_unet3d_tiny_reaches_its_mean_dice_target(tiny_run):
+    out, proc = tiny_run
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "run success" in proc.stdout
+    steps = [r["loss"] for r in records(out) if "loss" in r]
+    evals = [r["eval"] for r in records(out) if "eval" in r]
+    target = get_member(MEMBER).target_dice
+    assert np.mean(steps[-5:]) < np.mean(steps[:5])
+    assert evals[-1]["mean DICE"] >= target and all(e["mean DICE"] < target for e in evals[:-1])
+    # a real segmentation, not the trivial one: both classes found (kidney alone scores at most 0.5)
+    assert evals[-1]["kidney DICE"] > 0.5 and evals[-1]["tumour DICE"] > 0.1
+
+
+@pytest.mark.slow
+def test_unet3d_tiny_log_passes_the_official_common_rules_and_counts_samples(tiny_run):
+    out, _ = tiny_run
+    log = next(out.glob(f"results/*/{MEMBER}/result_0.txt"))
+    assert check(log) == []
+    events, problems = read_events(log)
+    assert not problems
+    header = {e.key: e.value for e in events}
+    assert header["submission_benchmark"] == "unet3d" and header["submission_division"] == "open"
+    assert header["opt_name"] == "sgd" and header["training_input_shape"] == [32, 32, 32]
+    assert header["validation_overlap"] == 0.5 and header["oversampling"] == 0.4
+    spec = get_member(MEMBER)
+    assert header["eval_samples"] == len(spec.eval_cases) == 6
+    first = next(e for e in events if e.key == "eval_accuracy")
+    assert first.metadata["epoch_num"] == spec.eval_every_samples  # progress in samples, as the unet3d logs
+
+
+@pytest.mark.slow
+def test_two_processes_train_the_same_curve_as_one(prepared, tmp_path):
+    common = ("--seed", "4", "--max-samples", "16", "--precision", "fp32", "--no-progress")
+    one = trainclock("run", MEMBER, "--out", str(tmp_path / "one"), *common)
+    two = trainclock("run", MEMBER, "--out", str(tmp_path / "two"), "--nproc", "2", *common)
+    assert one.returncode in (0, 1) and two.returncode in (0, 1), two.stdout[-2000:] + two.stderr[-3000:]
+    curve = lambda out: [r["loss"] for r in records(out) if "loss" in r]  # noqa: E731
+    dice = lambda out: [r["eval"] for r in records(out) if "eval" in r]  # noqa: E731
+    assert len(curve(tmp_path / "one")) == 4
+    assert curve(tmp_path / "two") == pytest.approx(curve(tmp_path / "one"), rel=1e-4, abs=1e-5)
+    first, second = dice(tmp_path / "one"), dice(tmp_path / "two")
+    assert len(first) == len(second) == 1  # the end-of-run evaluation, over the whole set in both
+    # the weights agree to float rounding (DDP sums gradients in another order); the argmax of a barely
+    # trained network can flip on a few near-tied voxels, so the Dice agrees to a few voxels' worth
+    assert second[0] == pytest.approx(first[0], abs=2e-3)
+
+
+@pytest.mark.slow
+def test_resume_after_kill_9_continues_the_run(prepared, tmp_path):
+    args = ("run", MEMBER, "--out", str(tmp_path), "--no-progress", "--checkpoint-every", "4", "--max-samples", "48")
+    victim = subprocess.Popen([sys.executable, "-m", "trainclock.cli", *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=environment(), cwd=ROOT, start_new_session=True)
+    deadline = time.monotonic() + 180
+    while not list(tmp_path.glob(f"checkpoints/*/{MEMBER}/result_0/step_*")):
+        assert time.monotonic() < deadline and victim.poll() is None, "no checkpoint was written"
+        time.sleep(0.05)
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait()
+    resumed = trainclock(*args, "--resume")
+    assert resumed.returncode in (0, 1), resumed.stdout[-2000:] + resumed.stderr[-3000:]
+    log = next(tmp_path.glob(f"results/*/{MEMBER}/result_0.txt"))
+    events, _ = read_events(log)
+    assert [e.key for e in events].count("seed") == 1 and any(e.key == "trainclock_resumed" for e in events)
+    assert [e.key for e in events].count("run_stop") == 1
+    assert max(r["samples"] for r in records(tmp_path)) == 48
+
+
+def test_planner_predicts_the_full_size_from_the_rules_convergence_points():
+    proc = trainclock("plan", "unet3d", "--accelerator", "h100-sxm", "--count", "8", "--gbs", "56")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "unet3d-kits19" in proc.stdout and "time-to-train" in proc.stdout
+
+
+def test_cost_model_describes_the_network_in_the_planners_terms():
+    from trainclock.workloads.unet3d.cost import cost_model
+
+    full = cost_model("unet3d-kits19")
+    assert full.parameter_count == 31_190_243 and (full.layers, full.tensor_parallel_units) == (1, 1)
+    # 3 x the convolutions of a 128^3 patch (455,187.5 FLOPs per voxel forward, as torch's FlopCounterMode counts)
+    assert full.flops_per_sample.total == pytest.approx(3 * 455_187.5 * 128 ** 3)
+    points = full.convergence(lambda: ROOT / "no-such-folder").points  # the rules package's RCPs
+    assert dict(points)[56] == pytest.approx(386_400.0) and full.eval_samples == 42
+    tier = cost_model(MEMBER)
+    assert tier.sample_noun == "patches of 32^3 voxels" and tier.reference_batch_size == 4
+
+
+def test_bad_input_is_one_line(tmp_path):
+    proc = trainclock("run", "unet3d", "--out", str(tmp_path), "--no-progress")
+    assert proc.returncode == 2 and "--data FOLDER" in proc.stderr and "Traceback" not in proc.stderr
+    (tmp_path / "npy").mkdir()
+    (tmp_path / "npy/case_00001_x.npy").write_bytes(b"not an array")
+    proc = trainclock("run", MEMBER, "--data", str(tmp_path / "npy"), "--out", str(tmp_path), "--no-progress",
+                      TRAINCLOCK_HOME=str(tmp_path / "home"))
+    assert proc.returncode == 2 and "case_00001_y.npy is missing" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_layouts_the_network_cannot_take_are_refused():
+    from trainclock.distributed.layout import Layout
+    from trainclock.errors import UsageError
+    from trainclock.workloads.unet3d.parallelize import check_layout
+
+    for layout in (Layout(dp=1, tp=2), Layout(dp=1, pp=2), Layout(dp=2, fsdp=True)):
+        with pytest.raises(UsageError, match="data parallel|DDP"):
+            check_layout(layout)

@@ -174,3 +174,43 @@ def test_a_damaged_packed_shard_is_one_line(tmp_path):
             f.create_dataset(key, data=value)
     with pytest.raises(DataError, match="packed row 0 sequence 2 is not one span"):
         load_folder(str(tmp_path), SEQ, PRED)
+
+
+def test_the_tfrecord_writer_encodes_as_the_reference_does():
+    arrays = instances(3, 7)
+    from trainclock.workloads.bert.data.tfrecord import encode_example
+
+    for row in rows(arrays):
+        ordered = dict(sorted(row.items()))  # TensorFlow writes the feature map sorted by key
+        assert encode_example({k: np.asarray(v, np.float32 if k == "masked_lm_weights" else np.int64)
+                               for k, v in row.items()}) == example(ordered)
+
+
+@pytest.mark.parametrize("data_format", ["tfrecord", "hdf5"])
+def test_own_text_exports_to_the_official_formats_and_reads_back(tmp_path, data_format):
+    from trainclock.workloads.bert.data.export import main
+
+    text = tmp_path / "text"
+    text.mkdir()
+    rng = np.random.default_rng(3)
+    words = [f"w{i}" for i in range(300)]
+    lines = [" ".join(rng.choice(words, size=12)) + "." for _ in range(30 * 200)]
+    (text / "book.txt").write_text("\n".join(lines))
+    code = main([str(text), str(tmp_path / "out"), "--format", data_format, "--shards", "2",
+                 "--train-instances", "6", "--eval-instances", "3", "--seq-len", "64", "--max-predictions", "10",
+                 "--vocab-size", "400"])
+    assert code == 0
+    assert (tmp_path / "out" / "vocab.txt").read_text().splitlines()[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    train, evaluation = load_folder(str(tmp_path / "out"), 64, 10)
+    assert len(train["input_ids"]) == 6 and len(evaluation["input_ids"]) == 3
+    assert (train["input_ids"][:, 0] == 2).all()  # every instance starts with [CLS]
+    masked = train["masked_lm_weights"].sum(axis=1)
+    assert ((masked >= 1) & (masked <= 10)).all()
+
+
+def test_export_of_missing_text_is_one_line(tmp_path, capsys):
+    from trainclock.workloads.bert.data.export import main
+
+    assert main([str(tmp_path / "nothing"), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("export: error:") and err.count("\n") == 1 and "Traceback" not in err

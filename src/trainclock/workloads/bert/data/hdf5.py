@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from trainclock.errors import DataError
+from trainclock.storage import atomic_writer
 
 KEYS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids", "next_sentence_labels")
 PACKED_KEYS = KEYS + ("positions", "next_sentence_positions", "next_sentence_weights")
@@ -84,3 +85,14 @@ def unpack(packed: dict[str, np.ndarray], max_predictions: int, path: Path) -> d
     if not out["input_ids"]:
         raise DataError(f"{path}: a packed shard with no sequences (every next_sentence_weight is 0)")
     return {k: np.stack(v) if k != "next_sentence_labels" else np.asarray(v, np.int64) for k, v in out.items()}
+
+
+def write_instances(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """The instances as one NVIDIA HDF5 shard (unpacked layout, its dtypes), written atomically."""
+    import h5py
+
+    with atomic_writer(path, "wb") as f, h5py.File(f, "w") as shard:
+        for key in KEYS:  # no weights dataset: an unused prediction slot has position 0
+            value = arrays[key]
+            shard.create_dataset(key, data=value.astype(np.int8 if key == "next_sentence_labels" else np.int32),
+                                 compression="gzip")

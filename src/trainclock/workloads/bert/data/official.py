@@ -14,6 +14,7 @@ from trainclock.workloads.bert.data import hdf5, tfrecord
 from trainclock.workloads.bert.data.batches import FIELDS
 
 HDF5_SUFFIXES = (".hdf5", ".h5")
+NOT_DATA = (".json", ".txt", ".md")  # a vocabulary or notes beside the shards
 
 
 def load_folder(path: str | None, seq_len: int, max_predictions: int) -> tuple[dict, dict]:
@@ -26,7 +27,8 @@ def load_folder(path: str | None, seq_len: int, max_predictions: int) -> tuple[d
     if (folder / "train.npz").exists():
         splits = [_npz(folder / f"{split}.npz") for split in ("train", "eval")]
     else:
-        files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
+        files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")
+                       and p.suffix not in NOT_DATA)
 
         def is_eval(p: Path) -> bool:
             return "eval" in p.name or any(part.startswith("eval") for part in p.relative_to(folder).parts[:-1])

@@ -74,17 +74,9 @@ def load(folder: Path) -> PreparedBert:
     return PreparedBert(folder, arrays["train"], arrays["eval"], vocab)
 
 
-def wordpiece(texts, vocab_size: int) -> Tokenizer:
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)  # bert-large-uncased
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIALS, show_progress=False)
-    tokenizer.train_from_iterator(texts, trainer=trainer)
-    return tokenizer
-
-
-def _build(source: TextSource, layout: Layout, folder: Path) -> None:
+def tokenize(source: TextSource, layout: Layout) -> tuple[Tokenizer, dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """A WordPiece vocabulary learned on the train documents, and the (train, eval) instances: sentence
+    pairs for next-sentence prediction, 15% of the tokens masked, all from DATA_SEED."""
     train_docs, eval_docs = source.documents()
     if not train_docs or not eval_docs:
         raise DataError(f"the {source.name} text gives too few documents for a train and an eval split; give it more text")
@@ -98,6 +90,22 @@ def _build(source: TextSource, layout: Layout, folder: Path) -> None:
                                     vocab, DATA_SEED + 1)
     except ValueError as e:
         raise DataError(f"the {source.name} text: {e}") from None
+    return tokenizer, train, evaluation
+
+
+def wordpiece(texts, vocab_size: int) -> Tokenizer:
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)  # bert-large-uncased
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece()
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIALS, show_progress=False)
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    return tokenizer
+
+
+def _build(source: TextSource, layout: Layout, folder: Path) -> None:
+    tokenizer, train, evaluation = tokenize(source, layout)
+    vocab = tokenizer.get_vocab_size()
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
     try:

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from trainclock.errors import DataError
+from trainclock.storage import atomic_writer
 
 _CRC_TABLE = []
 for _i in range(256):
@@ -138,3 +139,40 @@ def read_instances(paths: list[Path], seq_len: int, max_predictions: int) -> dic
                         f"and {max_predictions} predictions each") from None
     out["next_sentence_labels"] = out["next_sentence_labels"].reshape(-1)
     return out
+
+
+def _put_varint(n: int) -> bytes:
+    n &= (1 << 64) - 1  # int64 values go on the wire as their two's complement
+    out = bytearray()
+    while True:
+        low, n = n & 0x7F, n >> 7
+        out.append(low | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _put_field(number: int, payload: bytes) -> bytes:
+    return _put_varint(number << 3 | 2) + _put_varint(len(payload)) + payload
+
+
+def encode_example(row: dict[str, np.ndarray]) -> bytes:
+    """A tf.train.Example as TensorFlow serializes it: features sorted by key, int64 and float lists packed."""
+    entries = b""
+    for key in sorted(row):
+        values = np.asarray(row[key]).reshape(-1)
+        if values.dtype.kind == "f":
+            feature = _put_field(2, _put_field(1, struct.pack(f"<{len(values)}f", *values.tolist())))
+        else:
+            feature = _put_field(3, _put_field(1, b"".join(_put_varint(int(v)) for v in values.tolist())))
+        entries += _put_field(1, _put_field(1, key.encode()) + _put_field(2, feature))
+    return _put_field(1, entries)
+
+
+def write_instances(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """The instances as one TFRecord file of the reference's examples, written atomically."""
+
+    with atomic_writer(path, "wb") as f:
+        for i in range(len(arrays["input_ids"])):
+            payload = encode_example({k: v[i] for k, v in arrays.items()})
+            length = struct.pack("<Q", len(payload))
+            f.write(length + struct.pack("<I", masked_crc(length)) + payload + struct.pack("<I", masked_crc(payload)))

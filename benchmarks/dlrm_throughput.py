@@ -11,7 +11,7 @@ It also times the loader alone (batches/s of the day files), to show it is not t
 Prints samples/s, MFU against the machine's matmul peak (the faster of bf16 and fp32, measured
 around each timing: the CPU is shared and its speed drifts) and the ratio trainclock / plain.
 
-  python benchmarks/dlrm_throughput.py [--member dlrm_dcnv2-mini] [--steps 20]
+  python benchmarks/dlrm_throughput.py [--member dlrm-mini] [--steps 20]
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class PlainDlrm(nn.Module):
         self.multi_hot = multi_hot
         self.bottom, self.top = job_model.bottom, job_model.top  # replaced by copies below
         self.tables = nn.ModuleList(nn.EmbeddingBag(t.num_embeddings, t.embedding_dim, mode="sum")
-                                    for t in job_model.tables)
+                                    for t in job_model.tables.tables())
         self.cross = job_model.cross
         self.load_state_dict({k: v.clone() for k, v in job_model.state_dict().items()}, assign=True)
 
@@ -99,7 +99,7 @@ def plain_step(job, precision: str, batches, multi_hot: list[int], lr: float):
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--member", default="dlrm_dcnv2-mini")
+    p.add_argument("--member", default="dlrm-mini")
     p.add_argument("--steps", type=int, default=20)
     args = p.parse_args()
     spec = get_member(args.member)

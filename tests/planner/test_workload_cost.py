@@ -72,5 +72,7 @@ def test_the_default_convergence_reads_mlperfs_rcps(mlperf_dir):
         convergence = WorkloadCost.convergence
 
     assert FromRcps(benchmark="bert").convergence(lambda: mlperf_dir).source == "MLPerf RCPs training_3.1.0"
-    with pytest.raises(DataError, match="no rcps/training_\\*/rcps_resnet.json"):
-        FromRcps().convergence(lambda: mlperf_dir)
+    # a benchmark the folder lacks falls back to the installed rules package; one neither has is an error
+    assert FromRcps(benchmark="resnet").convergence(lambda: mlperf_dir).points
+    with pytest.raises(DataError, match="no rcps/training_\\*/rcps_toy.json"):
+        FromRcps(benchmark="toy").convergence(lambda: mlperf_dir)

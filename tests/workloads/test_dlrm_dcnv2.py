@@ -1,7 +1,8 @@
-"""dlrm_dcnv2-tiny end to end through `trainclock run`, on its generated click log in the real data
+"""dlrm-tiny end to end through `trainclock run`, on its generated click log in the real data
 home (where `trainclock data prepare` caches it): it reaches its AUC target within one epoch, its
 log passes the official common rules and counts epochs as the dlrm_dcnv2 logs do, 2 processes
-train the same curve as 1, a run killed with -9 resumes to the same curve, and bad input is one line."""
+with the tables sharded table-wise or row-wise train the same curve as 1, a run killed with -9
+resumes to the same curve, on the same or another number of processes, and bad input is one line."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from trainclock.mllog.reader import read_events
 from trainclock.workloads.dlrm_dcnv2.spec import get_member
 
 ROOT = Path(__file__).resolve().parents[2]
-MEMBER = "dlrm_dcnv2-tiny"
+MEMBER = "dlrm-tiny"
 SHORT = ("--seed", "4", "--max-samples", "12288", "--precision", "fp32", "--no-progress", "--checkpoint-every", "6")
 
 
@@ -103,28 +104,51 @@ def test_tiny_log_passes_the_official_common_rules_and_counts_epochs(tiny_run):
     assert header["eval_samples"] == (spec.eval_day_rows + 1) // 2
 
 
-@pytest.mark.slow
-def test_two_processes_train_the_same_curve_as_one(one_process, tmp_path):
-    two = trainclock("run", MEMBER, "--out", str(tmp_path), "--nproc", "2", *SHORT)
-    assert two.returncode in (0, 1), two.stderr[-3000:]
-    assert len(curve(one_process)) == 24
-    # Adagrad's first steps are lr * sign(g) (accumulators start at 0): a gradient near 0 whose
-    # all-reduced sum rounds differently can flip sign, so the curves agree to 1e-3, not to 1e-5
-    assert curve(tmp_path) == pytest.approx(curve(one_process), rel=1e-3, abs=1e-4)
-    assert aucs(tmp_path) == pytest.approx(aucs(one_process), abs=2e-3)
-
-
-@pytest.mark.slow
-def test_kill_9_then_resume_gives_the_same_curve(one_process, tmp_path):
-    victim = subprocess.Popen([sys.executable, "-m", "trainclock.cli", "run", MEMBER, "--out", str(tmp_path), *SHORT],
+def kill_at_first_checkpoint(tmp_path: Path, *argv: str) -> None:
+    victim = subprocess.Popen([sys.executable, "-m", "trainclock.cli", "run", MEMBER, "--out", str(tmp_path), *argv],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment(), cwd=ROOT,
                               start_new_session=True)
     deadline = time.monotonic() + 240
     while not list(tmp_path.glob(f"checkpoints/*/{MEMBER}/result_0/step_*/trainclock.json")):
         assert time.monotonic() < deadline and victim.poll() is None, "no checkpoint before the run ended"
         time.sleep(0.01)
-    os.killpg(victim.pid, signal.SIGKILL)
+    os.killpg(victim.pid, signal.SIGKILL)  # torchrun and its workers too: one process group
     victim.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sharding", ["table", "row"])
+def test_two_processes_with_sharded_tables_train_the_same_curve_as_one(one_process, tmp_path, sharding):
+    two = trainclock("run", MEMBER, "--out", str(tmp_path), "--nproc", "2", "--embedding-sharding", sharding, *SHORT)
+    assert two.returncode in (0, 1), two.stderr[-3000:]
+    assert len(curve(one_process)) == 24
+    # Adagrad's first steps are lr * sign(g) (accumulators start at 0): a gradient near 0 whose
+    # all-reduced sum rounds differently can flip sign, so the curves agree to 1e-3, not to 1e-5
+    assert curve(tmp_path) == pytest.approx(curve(one_process), rel=1e-3, abs=1e-4)
+    assert aucs(tmp_path) == pytest.approx(aucs(one_process), abs=2e-3)
+    log = next(tmp_path.glob(f"results/*/{MEMBER}/result_0.txt")).read_text()
+    assert '"key": "submission_benchmark", "value": "dlrm_dcnv2"' in log
+    assert f'"key": "trainclock_embedding_sharding", "value": "{sharding}"' in log
+
+
+@pytest.mark.slow
+def test_kill_9_of_a_sharded_run_resumes_on_one_process(one_process, tmp_path):
+    # the default system name counts the processes: both runs name theirs to be one result
+    kill_at_first_checkpoint(tmp_path, "--nproc", "2", "--embedding-sharding", "table", "--system", "dlrm", *SHORT)
+    written = next(tmp_path.glob(f"checkpoints/*/{MEMBER}/result_0/step_*"))
+    assert len(list(written.glob("__*_0.distcp"))) == 2  # each rank wrote its own tables
+    resumed = trainclock("run", MEMBER, "--out", str(tmp_path), "--system", "dlrm", *SHORT, "--resume")
+    assert resumed.returncode in (0, 1), resumed.stderr[-3000:]
+    assert "on 2 processes" not in resumed.stdout + resumed.stderr  # it did continue on one
+    assert curve(tmp_path) == pytest.approx(curve(one_process), rel=1e-5, abs=1e-6)
+    assert aucs(tmp_path) == pytest.approx(aucs(one_process), abs=1e-5)
+    log = next(tmp_path.glob(f"results/*/{MEMBER}/result_0.txt")).read_text()
+    assert log.count('"key": "run_start"') == 1 and '"key": "trainclock_resumed"' in log
+
+
+@pytest.mark.slow
+def test_kill_9_then_resume_gives_the_same_curve(one_process, tmp_path):
+    kill_at_first_checkpoint(tmp_path, *SHORT)
     resumed = trainclock("run", MEMBER, "--out", str(tmp_path), *SHORT, "--resume")
     assert resumed.returncode in (0, 1), resumed.stderr[-3000:]
     assert curve(tmp_path) == curve(one_process)  # bit for bit
@@ -136,7 +160,13 @@ def test_kill_9_then_resume_gives_the_same_curve(one_process, tmp_path):
 def test_full_size_without_data_or_with_broken_data_is_one_line(tmp_path):
     proc = trainclock("run", "dlrm_dcnv2", "--out", str(tmp_path), "--no-progress")
     assert proc.returncode == 2 and "--data FOLDER" in proc.stderr and "Traceback" not in proc.stderr
-    folder = write_days(tmp_path / "criteo", 2, 8, get_member("dlrm_dcnv2-criteo").shape.multi_hot)
+    folder = write_days(tmp_path / "criteo", 2, 8, get_member("dlrm-criteo1tb").shape.multi_hot)
     proc = trainclock("data", "prepare", "dlrm_dcnv2", "--data", str(folder))
     assert proc.returncode == 2 and "day_2_dense.npy is missing" in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1  # every other broken file: dlrm_dcnv2/test_formats.py
+
+
+def test_sharding_on_one_process_is_one_line(tmp_path):
+    proc = trainclock("run", MEMBER, "--out", str(tmp_path), "--embedding-sharding", "row", "--no-progress")
+    assert proc.returncode == 2 and "add --nproc 2 or more" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

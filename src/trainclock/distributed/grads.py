@@ -1,13 +1,25 @@
 """Gradient norms and clipping for models that mix sharded (DTensor: tensor parallel, FSDP2) and
 plain parameters. torch's clip_grad_norm_ takes one kind (and one mesh) per call, so each kind is
-normed apart and the norms combined; a DTensor norm is made whole across its mesh."""
+normed apart and the norms combined; a DTensor norm is made whole across its mesh. A plain
+parameter that one rank of a group holds alone (a table-wise embedding table) carries its group
+under the attribute SHARD_GROUP: its squared norm is summed over that group."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 import torch
+import torch.distributed as dist
 from torch.distributed.tensor import DTensor
+
+SHARD_GROUP = "trainclock_shard_group"
+
+
+def _kind(p: torch.nn.Parameter) -> object:
+    if isinstance(p.grad, DTensor):
+        return p.grad.device_mesh
+    group = getattr(p, SHARD_GROUP, None)
+    return ("group", group) if group is not None else None
 
 
 def _by_kind(params: Iterable[torch.nn.Parameter]) -> list[list[torch.nn.Parameter]]:
@@ -17,7 +29,7 @@ def _by_kind(params: Iterable[torch.nn.Parameter]) -> list[list[torch.nn.Paramet
     kinds: dict[object, list[torch.nn.Parameter]] = {}
     for p in params:
         if p.grad is not None:
-            kinds.setdefault(p.grad.device_mesh if isinstance(p.grad, DTensor) else None, []).append(p)
+            kinds.setdefault(_kind(p), []).append(p)
     return list(kinds.values())
 
 
@@ -26,6 +38,11 @@ def grad_norm(params: Iterable[torch.nn.Parameter]) -> torch.Tensor:
     norms = []
     for kind in _by_kind(params):
         norm = torch.nn.utils.get_total_norm([p.grad for p in kind])
+        group = getattr(kind[0], SHARD_GROUP, None) if not isinstance(kind[0].grad, DTensor) else None
+        if group is not None:  # every rank of the group holds such parameters (it is built so)
+            square = norm.double().pow(2)
+            dist.all_reduce(square, group=group)
+            norm = square.sqrt().to(norm.dtype)
         norms.append(norm.full_tensor() if isinstance(norm, DTensor) else norm)
     if not norms:
         return torch.zeros(())

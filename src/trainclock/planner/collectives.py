@@ -59,6 +59,14 @@ def reduce_scatter_seconds(size_bytes: float, ranks: int, link: Link) -> float:
     return ring_all_reduce_seconds(size_bytes, ranks, link) / 2
 
 
+def all_to_all_seconds(size_bytes: float, ranks: int, link: Link) -> float:
+    """Every rank sends (n-1)/n of its buffer, a part to each other rank, all at once (NCCL's
+    grouped point-to-point sends): one latency, the bytes over the rank's bandwidth."""
+    if ranks <= 1:
+        return 0.0
+    return (ranks - 1) / ranks * size_bytes / link.bandwidth + link.latency
+
+
 def send_seconds(size_bytes: float, link: Link) -> float:
     return size_bytes / link.bandwidth + link.latency if size_bytes else 0.0
 

@@ -5,7 +5,9 @@ Mixed precision keeps bf16 weights (plus an fp8 copy and its transpose when the 
 fp8), fp32 gradients (Megatron's main_grad) and fp32 master weights beside the optimizer's own
 state; fp32 training keeps fp32 weights and gradients and no master copy. Activations per layer
 come from the workload's cost model (in 16-bit values; doubled in fp32). Under the 1F1B schedule
-the first stage holds min(m, p) micro-batches in flight, times (1 + (p-1)/(p*v)) when interleaved."""
+the first stage holds min(m, p) micro-batches in flight, times (1 + (p-1)/(p*v)) when interleaved.
+Parameters the model shards itself (cost.sharded_parameters: embedding tables) are split over
+every device, ZeRO or not; with a sparse update their gradients are only the rows a step touches."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ class MemoryBreakdown:
     activations: float
     logits: float  # the model's output on the last stage (GPT: logits)
     capacity: float
+    sharded: float = 0.0  # bytes of the model-parallel parameters (weights, gradients, states): in the above
 
     @property
     def total(self) -> float:
@@ -67,13 +70,21 @@ def memory_per_accelerator(cost: WorkloadCost, global_batch_size: int, plan: Pla
     m, p, v = plan.micro_batches(global_batch_size), layout.pp, layout.vp
     layers = cost.layers / p
     # the fullest stage holds every parameter outside the layers (GPT: both ends hold the tied embedding)
-    parameters = (layers * cost.layer_parameters + cost.other_parameters) / layout.tp
+    sharded = cost.sharded_parameters
+    parameters = (layers * cost.layer_parameters + cost.other_parameters - sharded) / layout.tp
     weight_b, grad_b, optim_b = bytes_per_parameter(plan, cost)
     weights = parameters * weight_b / (layout.dp if plan.zero == 3 else 1)
     if plan.zero == 3:  # one layer's full weights gathered, and the next one prefetched
         weights += 2 * cost.layer_parameters / layout.tp * weight_b
     gradients = parameters * grad_b / (layout.dp if plan.zero >= 2 else 1)
     optimizer = parameters * optim_b / (layout.dp if plan.zero >= 1 else 1)
+    own = sharded / layout.world_size  # a balanced split over every device
+    touched = cost.sharded_parameters_touched_per_sample
+    own_grads = own if touched is None else min(own, global_batch_size * touched / layout.world_size)
+    sharded_bytes = own * (weight_b + optim_b) + own_grads * grad_b
+    weights += own * weight_b
+    gradients += own_grads * grad_b
+    optimizer += own * optim_b
 
     per_layer = layer_activation_bytes(cost, plan)
     # the layer being recomputed is briefly whole
@@ -83,7 +94,10 @@ def memory_per_accelerator(cost: WorkloadCost, global_batch_size: int, plan: Pla
     first = layers * in_flight * per_layer + full
     last = layers * per_layer + full
     if p == 1:
-        return MemoryBreakdown("every device", weights, gradients, optimizer, last, logits, accelerator.memory_bytes)
+        return MemoryBreakdown("every device", weights, gradients, optimizer, last, logits, accelerator.memory_bytes,
+                               sharded_bytes)
     if first >= last + logits:
-        return MemoryBreakdown("first stage", weights, gradients, optimizer, first, 0.0, accelerator.memory_bytes)
-    return MemoryBreakdown("last stage", weights, gradients, optimizer, last, logits, accelerator.memory_bytes)
+        return MemoryBreakdown("first stage", weights, gradients, optimizer, first, 0.0, accelerator.memory_bytes,
+                               sharded_bytes)
+    return MemoryBreakdown("last stage", weights, gradients, optimizer, last, logits, accelerator.memory_bytes,
+                           sharded_bytes)

@@ -19,7 +19,7 @@ from trainclock.planner.step_time import Efficiency
 from trainclock.planner.validity import layout_problems
 from trainclock.workloads.cost import WorkloadCost
 
-MICRO_BATCHES = (1, 2, 4, 8)
+MICRO_BATCHES = (1, 2, 4, 8)  # the default of cost.micro_batch_choices
 
 
 @dataclass
@@ -79,13 +79,19 @@ def _candidates(cost: WorkloadCost, accelerator: Accelerator, count: int, templa
                 continue
             vps = [given["vp"]] if "vp" in given else (_divisors(cost.layers // pp) if pp > 1 else [1])
             for vp in vps:
-                for mb in [given["micro_batch"]] if "micro_batch" in given else MICRO_BATCHES:
+                for mb in [given["micro_batch"]] if "micro_batch" in given else cost.micro_batch_choices:
                     for recompute in [given["recompute"]] if "recompute" in given else cost.recompute_choices:
-                        for zero in [given["zero"]] if "zero" in given else sorted({template.zero, 3}):
+                        for zero in [given["zero"]] if "zero" in given else _zero_choices(cost, template):
                             layout = Layout(dp=given.get("dp", count // (tp * pp)), tp=tp, pp=pp, vp=vp)
                             yield replace(template, layout=layout, micro_batch=mb, recompute=recompute, zero=zero,
                                           sequence_parallel=given.get("sequence_parallel", template.sequence_parallel and tp > 1),
                                           **{k: given[k] for k in ("overlap", "precision") if k in given})
+
+
+def _zero_choices(cost: WorkloadCost, template: Plan) -> list[int]:
+    """The stack's ZeRO stage and FSDP; a model that shards parameters itself (embedding tables)
+    keeps the rest replicated in DDP, as trainclock runs it: its dense part is small anyway."""
+    return [0] if cost.sharded_parameters else sorted({template.zero, 3})
 
 
 def batch_sizes(cost: WorkloadCost, plan: Plan, global_batch_size: int | None,

@@ -6,7 +6,11 @@ tensor-parallel collectives (Megatron: 2 in the forward and 2 in the backward of
 Per step: the 1F1B pipeline, m micro-batches plus a bubble of (p-1)/v micro-batches (Narayanan
 et al. 2021: bubble fraction (p-1)/(v*m + p-1)), pipeline sends, the data-parallel gradient
 reduce-scatter and weight all-gather with the part that overlap cannot hide, and the
-memory-bound optimizer update (its bytes per parameter from the workload's optimizer state)."""
+memory-bound optimizer update (its bytes per parameter from the workload's optimizer state).
+Parameters the model shards itself (embedding tables) add the all-to-all exchange of
+cost.exchange_values_per_sample per sample, forward and backward, on the critical path (the
+next layer waits for it); they stay out of the data-parallel traffic, and their update is sparse
+when the cost model says which of them a sample touches."""
 
 from __future__ import annotations
 
@@ -38,6 +42,7 @@ class MicroBatch:
     tp_forward: float  # tensor-parallel collectives
     tp_backward: float
     send: float  # one activation chunk to the next pipeline stage
+    exchange: float = 0.0  # one all-to-all of the sharded parameters' values (each of forward, backward)
 
     @property
     def compute(self) -> float:
@@ -59,10 +64,12 @@ class StepBreakdown:
     dp_comm_s: float  # data-parallel traffic, hidden or not
     dp_exposed_s: float  # the part of it the step waits for
     optimizer_s: float
+    exchange_s: float = 0.0  # all-to-all of sharded embeddings, forward and backward
 
     @property
     def step_s(self) -> float:
-        return self.compute_s + self.tp_comm_s + self.pp_comm_s + self.bubble_s + self.dp_exposed_s + self.optimizer_s
+        return (self.compute_s + self.tp_comm_s + self.pp_comm_s + self.bubble_s + self.dp_exposed_s + self.optimizer_s
+                + self.exchange_s)
 
     def rows(self) -> list[tuple[str, float]]:
         """(what, seconds) in the order a table shows them; they add up to step_s."""
@@ -71,7 +78,8 @@ class StepBreakdown:
                 ("pipeline sends (exposed)", self.pp_comm_s),
                 ("pipeline bubble", self.bubble_s),
                 (f"data-parallel sync (exposed of {self.dp_comm_s:.3g} s)", self.dp_exposed_s),
-                ("optimizer update", self.optimizer_s)]
+                ("optimizer update", self.optimizer_s),
+                *([("embedding all-to-all (forward and backward)", self.exchange_s)] if self.exchange_s else [])]
 
 
 def value_bytes(precision: str) -> int:
@@ -107,9 +115,14 @@ def micro_batch_times(cost: WorkloadCost, plan: Plan, accelerator: Accelerator, 
     tp_recompute = collectives * layers * tp_collective if plan.recompute == "full" else 0.0
     chunk = activation / (layout.tp if plan.sequence_parallel else 1)
     send = comm.send_seconds(chunk, comm.group_link(accelerator, layout.group("pp"))) if layout.pp > 1 else 0.0
+    exchange = 0.0
+    if cost.sharded_parameters and cost.exchange_values_per_sample:
+        # the tables are split over the data-parallel ranks (the models that shard them have no tp or pp)
+        values = plan.micro_batch * cost.exchange_values_per_sample * value_bytes(plan.precision)
+        exchange = comm.all_to_all_seconds(values, layout.dp, comm.group_link(accelerator, layout.group("dp")))
     return MicroBatch(forward=forward, backward=2 * forward + recompute, recompute=recompute,
                       tp_forward=collectives * layers * tp_collective,
-                      tp_backward=collectives * layers * tp_collective + tp_recompute, send=send)
+                      tp_backward=collectives * layers * tp_collective + tp_recompute, send=send, exchange=exchange)
 
 
 def step_time(cost: WorkloadCost, global_batch_size: int, plan: Plan, accelerator: Accelerator,
@@ -117,7 +130,7 @@ def step_time(cost: WorkloadCost, global_batch_size: int, plan: Plan, accelerato
     mb = micro_batch_times(cost, plan, accelerator, efficiency)
     m, p, v = plan.micro_batches(global_batch_size), plan.layout.pp, plan.layout.vp
     sends_per_micro_batch = 2 * v * mb.send  # each model chunk sends forward and backward
-    per_micro_batch = mb.compute + mb.tp + (0.0 if plan.overlap else sends_per_micro_batch)
+    per_micro_batch = mb.compute + mb.tp + 2 * mb.exchange + (0.0 if plan.overlap else sends_per_micro_batch)
     if plan.overlap:
         # Sends hide behind other micro-batches' work, except on the critical path of the fill and
         # drain: the first micro-batch's forward and the last one's backward cross every one of
@@ -135,7 +148,8 @@ def step_time(cost: WorkloadCost, global_batch_size: int, plan: Plan, accelerato
         bubble_s=(p - 1) / v * per_micro_batch,
         dp_comm_s=dp_total,
         dp_exposed_s=dp_exposed,
-        optimizer_s=optimizer_seconds(cost, plan, accelerator),
+        optimizer_s=optimizer_seconds(cost, plan, accelerator, global_batch_size),
+        exchange_s=m * 2 * mb.exchange,
     )
 
 
@@ -144,15 +158,23 @@ def eval_seconds(cost: WorkloadCost, plan: Plan, accelerator: Accelerator, effic
     mb = micro_batch_times(cost, plan, accelerator, efficiency)
     layout = plan.layout
     m = math.ceil(cost.eval_samples / (layout.dp * plan.micro_batch))
-    per_micro_batch = mb.forward + mb.tp_forward + (0.0 if plan.overlap else layout.vp * mb.send)
+    per_micro_batch = mb.forward + mb.tp_forward + mb.exchange + (0.0 if plan.overlap else layout.vp * mb.send)
     return (m + (layout.pp - 1) / layout.vp) * per_micro_batch + efficiency.eval_overhead_s
 
 
-def optimizer_seconds(cost: WorkloadCost, plan: Plan, accelerator: Accelerator) -> float:
-    """The update is memory-bound: the bytes it touches over the memory bandwidth."""
+def optimizer_seconds(cost: WorkloadCost, plan: Plan, accelerator: Accelerator,
+                      global_batch_size: int | None = None) -> float:
+    """The update is memory-bound: the bytes it touches over the memory bandwidth. Sharded
+    parameters are split over every device; with a sparse update (and the batch known) only the
+    rows the step's samples touch, at most all of them, are read and written."""
     layout = plan.layout
-    owned = cost.parameter_count / (layout.tp * layout.pp) / (layout.dp if plan.zero >= 1 else 1)
-    return owned * optimizer_update_bytes(plan, cost) / accelerator.memory_bandwidth
+    sharded = cost.sharded_parameters
+    owned = (cost.parameter_count - sharded) / (layout.tp * layout.pp) / (layout.dp if plan.zero >= 1 else 1)
+    own_sharded = sharded / layout.world_size
+    touched = cost.sharded_parameters_touched_per_sample
+    if touched is not None and global_batch_size is not None:
+        own_sharded = min(own_sharded, global_batch_size * touched / layout.world_size)
+    return (owned + own_sharded) * optimizer_update_bytes(plan, cost) / accelerator.memory_bandwidth
 
 
 def _data_parallel(cost: WorkloadCost, plan: Plan, accelerator: Accelerator, mb: MicroBatch, m: int) -> tuple[float, float]:
@@ -163,7 +185,8 @@ def _data_parallel(cost: WorkloadCost, plan: Plan, accelerator: Accelerator, mb:
     if layout.dp == 1:
         return 0.0, 0.0
     link = comm.group_link(accelerator, layout.group("dp"))
-    shard_bytes = cost.parameter_count / (layout.tp * layout.pp) * value_bytes(plan.precision)
+    # sharded parameters (embedding tables) are no replicas: their gradients stay where they live
+    shard_bytes = (cost.parameter_count - cost.sharded_parameters) / (layout.tp * layout.pp) * value_bytes(plan.precision)
     buckets = cost.layers // layout.pp
     bucket = shard_bytes / buckets
     if plan.zero == 3:

@@ -97,6 +97,8 @@ def _print_memory(p: Prediction, console: Console) -> None:
     for label, n_bytes in m.rows():
         table.add_row(label, f"{n_bytes / 1e9:,.2f}")
     table.add_row("[bold]total", f"[bold]{m.total / 1e9:,.2f}")
+    if m.sharded:
+        table.add_row("of which sharded over all devices", f"{m.sharded / 1e9:,.2f}")
     verdict = "[green]fits[/green]" if m.fits else "[bold red]DOES NOT FIT[/bold red]"
     table.add_row(verdict, f"of {m.usable / 1e9:,.2f} usable")
     console.print(table)

@@ -30,10 +30,18 @@ the cluster (precision, sharding, schedules, links). How the planner uses each p
 Non-transformer benchmarks fill the same terms: ResNet-50 has `tensor_parallel_units` 1 and
 `layers` 1 (data parallel only), all its FLOPs in `weights` and epochs as its unit (1/1,281,167
 epoch per image); 3D U-Net likewise with samples as its unit; DLRM puts its embedding tables in
-`other_parameters` (the planner then charges them to every device unless tables are sharded,
-which is where this contract will grow: a hook for model-parallel embeddings) and the MLP in
-`layers`. Hooks with a body here are optional: a cost model that subclasses WorkloadCost inherits
-these defaults."""
+`other_parameters` and the MLP in `layers`, and declares the tables model parallel:
+
+- model-parallel parameters: `sharded_parameters` (part of the totals above) are split over every
+  device by the model itself (embedding tables table- or row-wise): memory divides them over all
+  devices, and the data-parallel gradient traffic, ZeRO and the dense optimizer update leave them
+  out; `sharded_parameters_touched_per_sample` makes their update sparse (the rows a sample
+  reads); `exchange_values_per_sample` values per sample cross devices by all-to-all each way,
+  in the forward pass and again in the backward.
+- `micro_batch_choices`: the micro-batches the layout search tries.
+
+Hooks with a body here are optional: a cost model that subclasses WorkloadCost inherits these
+defaults, which change nothing for a model without sharded parameters."""
 
 from __future__ import annotations
 
@@ -114,6 +122,31 @@ class WorkloadCost(Protocol):
         """All-reduces per layer in the forward pass under tensor parallelism (as many again in
         the backward). Default: Megatron's 2 (after attention and after the MLP)."""
         return 2
+
+    @property
+    def sharded_parameters(self) -> float:
+        """Parameters the model splits over every device instead of replicating them (sharded
+        embedding tables); counted in parameter_count and in layer/other parameters too.
+        Default: none."""
+        return 0.0
+
+    @property
+    def sharded_parameters_touched_per_sample(self) -> float | None:
+        """Sharded parameters one sample reads and its update writes (its embedding rows), or None:
+        every sharded parameter is updated every step (a dense update). Default: None."""
+        return None
+
+    @property
+    def exchange_values_per_sample(self) -> float:
+        """Values one sample sends between devices each way by all-to-all when sharded_parameters
+        are split (pooled embeddings forward, their gradients backward). Default: none."""
+        return 0.0
+
+    @property
+    def micro_batch_choices(self) -> tuple[int, ...]:
+        """Micro-batch sizes (samples per device and forward) the layout search tries.
+        Default: 1, 2, 4, 8 (large models, long sequences)."""
+        return (1, 2, 4, 8)
 
     def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
         """Units to target by global batch size, or None when nothing is known (the user then gives

@@ -11,7 +11,7 @@ from trainclock.workloads.dlrm_dcnv2.spec import get_member
 
 
 def draw(seed: int = DATA_SEED):
-    spec = get_member("dlrm_dcnv2-tiny")
+    spec = get_member("dlrm-tiny")
     rng = np.random.default_rng(seed)
     model = calibrated(ClickModel.draw(spec.shape.rows, spec.shape.multi_hot, rng), rng)
     dense, sparse, logit = model.sample(20_000, np.random.default_rng([seed, 1]))

@@ -1,4 +1,4 @@
-"""dlrm_dcnv2-criteo: the reference's 26B-parameter shape counted on the meta device, and the log of
+"""dlrm-criteo1tb: the reference's 26B-parameter shape counted on the meta device, and the log of
 a short run of the full config (its Adagrad keys, batch, cadence, eval count and target) passing
 the official closed dlrm_dcnv2 rules, trained as a copy with fewer table rows and narrower layers
 (the 26B tables and 16M-parameter MLPs at batch 32,768 are too big and slow here) on tiny files in
@@ -23,7 +23,7 @@ from trainclock.workloads.dlrm_dcnv2.spec import CRITEO_MULTI_HOT, CRITEO_ROWS, 
 
 
 def test_full_size_has_the_reference_shape_and_26b_parameters():
-    spec = get_member("dlrm_dcnv2-criteo")
+    spec = get_member("dlrm-criteo1tb")
     with torch.device("meta"):
         model = build_model(spec.shape)
     tables = sum(p.numel() for n, p in model.named_parameters() if n.startswith("tables."))
@@ -33,11 +33,11 @@ def test_full_size_has_the_reference_shape_and_26b_parameters():
     assert (spec.global_batch_size, spec.learning_rate, spec.target_auc) == (65_536, 0.004, 0.80275)
     assert spec.eval_samples == 89_137_319 and spec.max_samples == 4_195_197_692 // 65_536 * 65_536
     assert spec.eval_every_samples == 3_200 * 65_536  # TOTAL_TRAINING_SAMPLES // (GBS * 20) steps
-    assert [m.name for m in WORKLOAD.members()][-1] == "dlrm_dcnv2-criteo" and WORKLOAD.full_size == "dlrm_dcnv2-criteo"
+    assert [m.name for m in WORKLOAD.members()][-1] == "dlrm-criteo1tb" and WORKLOAD.full_size == "dlrm-criteo1tb"
 
 
 def test_other_batches_take_the_rules_reference_learning_rate():
-    spec = get_member("dlrm_dcnv2-criteo")
+    spec = get_member("dlrm-criteo1tb")
     assert spec.with_batch(135_168).learning_rate == 0.0034
     from trainclock.errors import UsageError
 
@@ -47,7 +47,7 @@ def test_other_batches_take_the_rules_reference_learning_rate():
 
 @pytest.mark.slow
 def test_full_config_log_passes_the_official_closed_dlrm_dcnv2_rules(tmp_path):
-    full = get_member("dlrm_dcnv2-criteo").with_batch(32_768)  # the rules' smallest reference batch
+    full = get_member("dlrm-criteo1tb").with_batch(32_768)  # the rules' smallest reference batch
     shape = replace(full.shape, rows=tuple(min(r, 1000) for r in CRITEO_ROWS), dim=16, bottom=(32, 16),
                     top=(64, 32, 1), cross_rank=16)
     spec = replace(full, shape=shape, micro_batch_size=8192)
@@ -76,5 +76,11 @@ def test_full_size_on_one_small_device_is_refused_in_one_line():
     from trainclock.distributed.layout import Layout
     from trainclock.errors import ResourceError
 
-    with pytest.raises(ResourceError, match=r"needs about 292 GiB .* tables must be sharded"):
-        WORKLOAD.resolve("dlrm_dcnv2-criteo", RunSettings(data="anywhere"), Layout(), torch.device("cpu"))
+    with pytest.raises(ResourceError, match=r"needs about 292 GiB .* shard its tables over more processes"):
+        WORKLOAD.resolve("dlrm-criteo1tb", RunSettings(data="anywhere"), Layout(), torch.device("cpu"))
+    # sharded over 64 processes, each holds a 1/64 of the tables (and all of the dense part)
+    try:
+        spec = WORKLOAD.resolve("dlrm-criteo1tb", RunSettings(data="anywhere"), Layout(dp=64), torch.device("cpu"))
+        assert spec.embedding_sharding == "row"  # more processes than tables
+    except ResourceError as e:
+        assert "needs about 5 GiB" in str(e)

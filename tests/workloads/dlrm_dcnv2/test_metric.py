@@ -51,3 +51,15 @@ def test_sharded_evaluation_gathers_exactly_the_single_process_predictions(tmp_p
     assert torch.allclose(torch.cat([s for s, _ in parts]), torch.cat([s for s, _ in whole]), atol=1e-6)
     assert torch.equal(torch.cat([lab for _, lab in parts]), days.validation_rows(0, 51)["labels"])
     assert score(EvalShard(gathered=parts))["AUC"] == pytest.approx(score(EvalShard(gathered=whole))["AUC"], abs=1e-6)
+
+
+def test_auc_equals_sklearn_roc_auc_score_on_the_same_predictions():
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(11)
+    labels = (rng.random(20_000) < 0.03).astype(np.int64)  # a click rate as low as Criteo's
+    # sigmoid outputs of a weak model, rounded to float16's grid as bf16 evaluation leaves them: ties
+    scores = (1 / (1 + np.exp(-(rng.normal(size=20_000) + 0.8 * labels)))).astype(np.float16).astype(np.float32)
+    shards = [(torch.from_numpy(s), torch.from_numpy(lab).float())
+              for s, lab in zip(np.array_split(scores, 4), np.array_split(labels, 4))]
+    assert score(EvalShard(gathered=shards))["AUC"] == pytest.approx(roc_auc_score(labels, scores), abs=1e-6)

@@ -1,13 +1,13 @@
 """The planner's cost model of a DLRM-DCNv2 member (workloads/cost.py says how the planner uses it).
 
 In the generic terms: the MLPs and cross layers are one data-parallel "layer" (no tensor or
-pipeline split: `tensor_parallel_units` 1, `layers` 1), the 26 tables are `other_parameters`, so
-the planner charges them to every device (divided by the data-parallel ranks under ZeRO-3) and
-sizes the data-parallel traffic on all parameters, as plain data parallelism (what this package
-trains) really does. The sharded layout of the MLPerf entries (tables split over devices, pooled
-rows exchanged by all-to-all, sparse updates of the looked-up rows only) needs the planner hook
-that workloads/cost.py announces; its size per sample is given here already as
-`exchange_values_per_sample` and `rows_touched_per_sample` for that hook.
+pipeline split: `tensor_parallel_units` 1, `layers` 1), the 26 tables are `other_parameters` and
+all of them `sharded_parameters`, as a sharded run lays them out (--embedding-sharding table or
+row, the default on 2 or more processes; the MLPerf entries do the same): the planner divides
+them over every device, leaves them out of the data-parallel gradient traffic, updates only the
+rows a step's samples touch (`sharded_parameters_touched_per_sample`, Adagrad's sparse update),
+and charges the all-to-all of `exchange_values_per_sample` pooled values per sample each way.
+Micro-batches are whole per-device batches of thousands of samples, as DLRM runs them.
 FLOPs: 3x the forward matmuls of the MLPs and cross layers plus the bag sums (spec.py).
 Progress is counted in epochs, as MLPerf's RCPs count it (1/4,195,197,692 epoch per sample for
 the full size); the tiers' convergence is read off their reference runs."""
@@ -68,6 +68,17 @@ class DlrmCost(WorkloadCost):
     def exchange_values_per_sample(self) -> float:
         """Pooled embedding values a sample sends between devices each way under table sharding."""
         return float(len(self.spec.shape.rows) * self.spec.shape.dim)
+
+    @property
+    def sharded_parameters(self) -> float:
+        return float(self.spec.shape.embedding_parameters())
+
+    @property
+    def sharded_parameters_touched_per_sample(self) -> float:
+        """At most: repeated ids in a batch touch a row once."""
+        return float(self.rows_touched_per_sample * self.spec.shape.dim)
+
+    micro_batch_choices = (256, 512, 1024, 2048, 4096, 8192)
 
     @property
     def rows_touched_per_sample(self) -> int:

@@ -1,6 +1,6 @@
 """DLRM with DCNv2 cross layers in plain PyTorch, as torchrec's DLRM_DCN that the reference trains:
 dense features through the bottom MLP (ReLU after every layer), each multi-hot bag summed by its
-table (nn.EmbeddingBag, mode "sum"), the 27 vectors concatenated and crossed by low-rank DCNv2
+table (nn.EmbeddingBag, mode "sum"; distributed/embeddings.py), the 27 vectors concatenated and crossed by low-rank DCNv2
 layers x_{l+1} = x_0 * (W (V x_l) + b) + x_l, then the top MLP (ReLU between layers, none after the
 last) to one click logit. Initialisation follows torchrec: tables uniform in +-sqrt(1/rows)."""
 
@@ -11,6 +11,7 @@ import math
 import torch
 from torch import nn
 
+from trainclock.distributed.embeddings import EmbeddingBagCollection
 from trainclock.workloads.dlrm_dcnv2.spec import DENSE_FEATURES, DlrmShape
 
 
@@ -38,28 +39,33 @@ class LowRankCross(nn.Module):
         return x
 
 
+def init_table(weight: torch.Tensor, rows: int) -> None:
+    """torchrec's start: uniform in +-sqrt(1/rows) of the whole table (of which `weight` may be a part)."""
+    bound = math.sqrt(1.0 / rows)
+    nn.init.uniform_(weight, -bound, bound)
+
+
 class DlrmDcnV2(nn.Module):
-    def __init__(self, shape: DlrmShape) -> None:
+    def __init__(self, shape: DlrmShape, table_device: torch.device | str | None = None) -> None:
+        """table_device "meta": the tables get a shape and no storage, for sharding to fill
+        only each rank's part (init_table); the dense part is built as usual."""
         super().__init__()
-        self.multi_hot = list(shape.multi_hot)
         self.bottom = mlp(shape.bottom, DENSE_FEATURES, last_activation=True)
-        self.tables = nn.ModuleList(nn.EmbeddingBag(rows, shape.dim, mode="sum") for rows in shape.rows)
+        # the 26 tables as one collection, which a sharded run replaces by its sharded form
+        # (distributed/embeddings.py): parameter names stay tables.<i>.weight either way
+        self.tables = EmbeddingBagCollection(shape.rows, shape.dim, shape.multi_hot, device=table_device)
         self.cross = LowRankCross(shape.interaction_width, shape.cross_layers, shape.cross_rank)
         self.top = mlp(shape.top, shape.interaction_width, last_activation=False)
-        for table, rows in zip(self.tables, shape.rows):
+        for table, rows in zip(self.tables.tables(), shape.rows):
             if not table.weight.is_meta:
-                bound = math.sqrt(1.0 / rows)
-                nn.init.uniform_(table.weight, -bound, bound)
+                init_table(table.weight, rows)
 
     def forward(self, dense: torch.Tensor, sparse: torch.Tensor) -> torch.Tensor:
         """Click logits of a batch: dense (B, 13) float, sparse (B, sum of bag sizes) int64, each
         table's fixed-size bags side by side (a 2D input to EmbeddingBag is one bag per row)."""
-        pooled = [self.bottom(dense)]
-        for table, ids in zip(self.tables, sparse.split(self.multi_hot, dim=1)):
-            pooled.append(table(ids))
-        x = torch.cat(pooled, dim=1)
+        x = torch.cat([self.bottom(dense), self.tables(sparse)], dim=1)
         return self.top(self.cross(x)).squeeze(1)
 
 
-def build_model(shape: DlrmShape) -> DlrmDcnV2:
-    return DlrmDcnV2(shape)
+def build_model(shape: DlrmShape, table_device: torch.device | str | None = None) -> DlrmDcnV2:
+    return DlrmDcnV2(shape, table_device)

@@ -1,6 +1,6 @@
 """The DLRM-DCNv2 benchmark family: every member's shape, data, hyperparameters and quality target.
 
-dlrm_dcnv2-criteo is MLPerf Training v3.1 closed `dlrm_dcnv2` (the reference recommendation_v2/
+dlrm-criteo1tb is MLPerf Training v3.1 closed `dlrm_dcnv2` (the reference recommendation_v2/
 torchrec_dlrm): 26 embedding tables of dimension 128 with the reference's row counts (capped at
 40M) and multi-hot sizes, a bottom MLP 13-512-256-128, three low-rank (512) DCNv2 cross layers over
 the 27 x 128 concatenated features, a top MLP 1024-1024-512-256-1; Adagrad with the rules' fixed
@@ -87,6 +87,9 @@ class DlrmSpec:
     rows_per_day: int = 0
     eval_day_rows: int = 0  # the eval day's rows; its first half is the validation set, as the reference
     mlperf_benchmark: str = "dlrm_dcnv2"
+    # how the tables are laid over the data-parallel ranks: "none" (every rank holds every table,
+    # DDP all-reduces their gradients), "table" or "row" (distributed/embeddings.py)
+    embedding_sharding: str = "none"
 
     def with_batch(self, global_batch_size: int) -> "DlrmSpec":
         """The spec at another global batch size: the full size takes the rules' reference learning
@@ -129,7 +132,7 @@ def criteo_shape() -> DlrmShape:
 
 def _criteo() -> DlrmSpec:
     gbs = 65_536  # the reference README's batch, one of the rules' RCPs
-    return DlrmSpec(name="dlrm_dcnv2-criteo", shape=criteo_shape(), data="criteo", global_batch_size=gbs,
+    return DlrmSpec(name="dlrm-criteo1tb", shape=criteo_shape(), data="criteo", global_batch_size=gbs,
                     micro_batch_size=gbs, learning_rate=rcp_learning_rate(gbs),
                     eval_every_samples=eval_every(CRITEO_TRAIN_SAMPLES, gbs), eval_samples=CRITEO_EVAL_SAMPLES,
                     samples_per_epoch=CRITEO_TRAIN_SAMPLES, target_auc=0.80275,
@@ -166,9 +169,9 @@ def _tier(name: str, shape: DlrmShape, *, gbs: int, lr: float, train_days: int, 
 
 
 def _members() -> dict[str, DlrmSpec]:
-    tiny = _tier("dlrm_dcnv2-tiny", tier_shape(400, 16, (64, 32, 16), (128, 64, 1), 32),
+    tiny = _tier("dlrm-tiny", tier_shape(400, 16, (64, 32, 16), (128, 64, 1), 32),
                  gbs=512, lr=0.02, train_days=3, rows_per_day=40_960, eval_day_rows=40_000)
-    mini = _tier("dlrm_dcnv2-mini", tier_shape(4_000, 32, (128, 64, 32), (256, 128, 64, 1), 64),
+    mini = _tier("dlrm-mini", tier_shape(4_000, 32, (128, 64, 32), (256, 128, 64, 1), 64),
                  gbs=1024, lr=0.01, train_days=6, rows_per_day=65_536, eval_day_rows=100_000)
     return {s.name: s for s in (tiny, mini, _criteo())}
 

@@ -13,10 +13,11 @@ import torch
 import torch.nn.functional as F
 
 from trainclock.distributed.context import ParallelContext
+from trainclock.distributed.embeddings import data_parallel_ignored, shard_embeddings
 from trainclock.distributed.layout import Layout
 from trainclock.distributed.parallelize import ModelParallelism, parallelize
 from trainclock.errors import ResourceError, UsageError
-from trainclock.optim.adagrad import Adagrad
+from trainclock.workloads.dlrm_dcnv2.sharding import SHARDINGS, ShardedAdagrad, embedding_sharding
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
 from trainclock.workloads.batch_plan import check_global_batch, micro_batch
 from trainclock.workloads.dlrm_dcnv2.data.dataset import CriteoDays, open_days
@@ -24,9 +25,8 @@ from trainclock.workloads.dlrm_dcnv2.metric import predictions, score
 from trainclock.workloads.dlrm_dcnv2.spec import ADAGRAD_EPS, MEMBERS, METRIC, DlrmSpec, get_member
 
 EVAL_MICRO_BATCH = 8192
-# plain data parallel: every rank holds every table and DDP all-reduces their (dense) gradients with
-# the MLPs'. Right for the tiers; the full size needs tables sharded over ranks with an all-to-all
-# of the pooled rows, which this package does not do yet (check_fits refuses it on one device).
+# the MLPs and cross layers data parallel (DDP); the tables either replicated with them
+# (--embedding-sharding none) or sharded over the ranks (sharding.py chooses, embeddings.py does it)
 PARALLELISM = ModelParallelism()
 
 
@@ -37,7 +37,7 @@ def quality(spec: DlrmSpec) -> tuple[QualityTarget, ...]:
 class DlrmWorkload:
     key = "dlrm_dcnv2"
     title = "DLRM-DCNv2"
-    full_size = "dlrm_dcnv2-criteo"
+    full_size = "dlrm-criteo1tb"
 
     def members(self) -> Sequence[Member]:
         return [Member(s.name, s.shape.parameter_count(), quality(s), s.target_source,
@@ -47,7 +47,10 @@ class DlrmWorkload:
                 for s in MEMBERS.values()]
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
-        return None
+        group.add_argument("--embedding-sharding", choices=SHARDINGS, default=None,
+                           help="how the embedding tables are split over the processes: whole tables per process "
+                                "(table), every table's rows over all processes (row), or a full copy on each "
+                                "(none); default table under --nproc 2 or more, none on one process")
 
     def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> DlrmSpec:
         spec = get_member(member)
@@ -55,9 +58,12 @@ class DlrmWorkload:
             raise UsageError("DLRM-DCNv2 has no tensor-parallel plan or pipeline cut; run it data parallel (drop --tp/--pp)")
         if spec.data == "criteo":  # refused now, before the run measures and imports for a minute
             if settings.data is None:
-                raise UsageError("dlrm_dcnv2-criteo trains on Criteo 1TB multi-hot: pass --data FOLDER holding "
+                raise UsageError("dlrm-criteo1tb trains on Criteo 1TB multi-hot: pass --data FOLDER holding "
                                  "day_0 .. day_23 _dense.npy, _labels.npy and _sparse_multi_hot.npz")
-            check_fits(spec, device)
+        spec = replace(spec, embedding_sharding=embedding_sharding(settings.extra.get("embedding_sharding"), layout,
+                                                                   len(spec.shape.rows)))
+        if spec.data == "criteo":
+            check_fits(spec, device, layout.dp)
         if settings.global_batch_size is not None:
             check_global_batch(settings.global_batch_size, "samples")
             spec = spec.with_batch(settings.global_batch_size)
@@ -75,7 +81,7 @@ class DlrmWorkload:
         spec = get_member(member)
         if spec.data == "criteo":
             if data is None:
-                raise UsageError("dlrm_dcnv2-criteo reads the official Criteo multi-hot files: pass --data FOLDER")
+                raise UsageError("dlrm-criteo1tb reads the official Criteo multi-hot files: pass --data FOLDER")
             days = open_days(Path(data).expanduser(), spec.train_days, spec.shape.rows, spec.shape.multi_hot,
                              spec.global_batch_size)
             return f"{days.train_rows:,} train and {len(days.validation):,} validation samples in {data}"
@@ -92,17 +98,19 @@ class DlrmWorkload:
         return DlrmCost(get_member(member))
 
 
-def check_fits(spec: DlrmSpec, device: torch.device) -> None:
-    """Refuse a model whose weights, gradients and Adagrad state (3 x fp32) exceed the device."""
-    need = 12 * spec.shape.parameter_count()
+def check_fits(spec: DlrmSpec, device: torch.device, ranks: int) -> None:
+    """Refuse a model whose weights, gradients and Adagrad state (3 x fp32) exceed the device:
+    sharded tables count a 1/ranks part of the tables on each (a balanced split)."""
+    tables = spec.shape.embedding_parameters() / (ranks if spec.embedding_sharding != "none" else 1)
+    need = 12 * (spec.shape.dense_parameters() + tables)
     if device.type == "cuda":
         have = torch.cuda.mem_get_info(device)[1]
     else:
         have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if need > have:
         raise ResourceError(f"{spec.name} needs about {need / 2**30:,.0f} GiB for weights, gradients and Adagrad "
-                            f"state but this {device.type} device has {have / 2**30:,.0f} GiB; its tables must be "
-                            f"sharded over devices, which this data-parallel version does not do")
+                            f"state but this {device.type} device has {have / 2**30:,.0f} GiB; shard its tables over more "
+                            f"processes (--nproc, --embedding-sharding table or row)")
 
 
 def load_days(spec: DlrmSpec, settings: RunSettings, ctx: ParallelContext) -> tuple[CriteoDays, str]:
@@ -120,11 +128,28 @@ def load_days(spec: DlrmSpec, settings: RunSettings, ctx: ParallelContext) -> tu
 
 def build_job(spec: DlrmSpec, settings: RunSettings, seed: int, ctx: ParallelContext,
               device: torch.device) -> TrainJob:
-    from trainclock.workloads.dlrm_dcnv2.model import build_model
+    from trainclock.workloads.dlrm_dcnv2.model import build_model, init_table
 
     days, dataset = load_days(spec, settings, ctx)
     torch.manual_seed(seed)
-    model = parallelize(build_model(spec.shape).to(device), ctx, PARALLELISM, compile=settings.compile,
+    sharded = spec.embedding_sharding != "none"
+    # the tiers: every rank builds the same full model and keeps its part of the tables, so 1 and N
+    # processes start alike; the full size's 26B table parameters never fit one process: each rank
+    # makes only its part of them (the start then differs from one process's, as it must)
+    whole = not sharded or spec.data != "criteo"
+    model = build_model(spec.shape, table_device=None if whole else "meta")
+    if whole:
+        model = model.to(device)
+    if sharded:
+        if not whole:  # each rank draws other rows than its peers
+            torch.manual_seed(seed + 1 + ctx.env.rank)
+        # each rank's loss is the mean over its own samples and DDP averages the dense gradients:
+        # the tables' gradients, summed over every rank's samples by the exchange, take 1/dp too
+        names = shard_embeddings(model, spec.embedding_sharding, ctx.mesh["dp"], grad_scale=1 / ctx.dp_size,
+                                 init=init_table)
+        data_parallel_ignored(model, names)
+        model = model.to(device)
+    model = parallelize(model, ctx, PARALLELISM, compile=settings.compile,
                         activation_checkpointing=settings.activation_checkpointing)
     eval_micro = max(EVAL_MICRO_BATCH, spec.micro_batch_size)
 
@@ -143,7 +168,7 @@ def loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor
 
 
 def dlrm_job(spec: DlrmSpec, model: torch.nn.Module, batch, evaluate, dataset: str, days: CriteoDays) -> TrainJob:
-    closed = spec.name == "dlrm_dcnv2-criteo" and dataset == "criteo_1tb_multihot"
+    closed = spec.name == "dlrm-criteo1tb" and dataset == "criteo_1tb_multihot"
     return TrainJob(
         name=spec.name,
         benchmark=spec.mlperf_benchmark,
@@ -160,7 +185,7 @@ def dlrm_job(spec: DlrmSpec, model: torch.nn.Module, batch, evaluate, dataset: s
         global_batch_size=spec.global_batch_size,
         micro_batch_size=spec.micro_batch_size,
         flops_per_sample=spec.shape.flops_per_sample(),
-        optimizer=Adagrad(spec.learning_rate, eps=ADAGRAD_EPS),
+        optimizer=ShardedAdagrad(spec.learning_rate, eps=ADAGRAD_EPS),
         eval_schedule=EvalSchedule(every=spec.eval_every_samples),
         # the rules' count for the full size (the first half of day 23); what was read is logged beside it
         eval_samples=spec.eval_samples if closed or spec.data == "criteo" else len(days.validation),
@@ -179,4 +204,5 @@ def log_keys(spec: DlrmSpec, dataset: str, days: CriteoDays) -> dict:
         "dcn_low_rank_dim": spec.shape.cross_rank,
         "trainclock_train_samples_available": days.train_rows,
         "trainclock_eval_samples_read": len(days.validation),
+        "trainclock_embedding_sharding": spec.embedding_sharding,  # table, row or none (replicated)
     }

@@ -49,6 +49,7 @@ import json
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -185,3 +186,10 @@ def rules_rcp_file(benchmark: str) -> Path:
     from mlperf_logging import rcp_checker
 
     return Path(rcp_checker.__file__).parent / MLPERF_ROUND / f"rcps_{benchmark}.json"
+
+
+@cache
+def rules_rcp_table(benchmark: str) -> tuple[dict, ...]:
+    """The entries of the round's reference convergence points of `benchmark` (BS, Hyperparams,
+    Epochs to converge) as the installed rules package ships them."""
+    return tuple(json.loads(rules_rcp_file(benchmark).read_text()).values())

@@ -11,15 +11,14 @@ their targets come from reference runs whose evidence sits in targets/.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, replace
 from functools import cache
 
 from trainclock.errors import UsageError
 from trainclock.workloads import evidence
-from trainclock.workloads.cost import rules_rcp_file
 from trainclock.workloads.bert.metric import METRIC
+from trainclock.workloads.cost import rules_rcp_table
 
 MLPERF_EVAL_SAMPLES = 10_000
 
@@ -103,7 +102,7 @@ def mlperf_eval_every(global_batch_size: int) -> int:
 @cache
 def _rcps() -> dict[int, dict]:
     """The rules' own table of reference hyperparameters, by global batch size."""
-    return {entry["BS"]: entry["Hyperparams"] for entry in json.loads(rules_rcp_file("bert").read_text()).values()}
+    return {entry["BS"]: entry["Hyperparams"] for entry in rules_rcp_table("bert")}
 
 
 def rcp_hyperparameters(global_batch_size: int) -> dict:

@@ -13,13 +13,12 @@ come from reference runs whose evidence sits in targets/.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from functools import cache
-from importlib import resources
 
 from trainclock.errors import UsageError
 from trainclock.workloads import evidence
+from trainclock.workloads.cost import rules_rcp_table
 
 METRIC = "AUC"
 DENSE_FEATURES = 13
@@ -111,10 +110,8 @@ def eval_every(samples_per_epoch: int, global_batch_size: int) -> int:
 
 @cache
 def _rcps() -> dict[int, dict]:
-    from mlperf_logging import rcp_checker  # a dependency already: the rules' own table
-
-    path = resources.files(rcp_checker) / "training_3.1.0" / "rcps_dlrm_dcnv2.json"
-    return {entry["BS"]: entry["Hyperparams"] for entry in json.loads(path.read_text()).values()}
+    """The rules' own table of reference hyperparameters, by global batch size."""
+    return {entry["BS"]: entry["Hyperparams"] for entry in rules_rcp_table("dlrm_dcnv2")}
 
 
 def rcp_learning_rate(global_batch_size: int) -> float:

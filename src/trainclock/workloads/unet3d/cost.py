@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainclock.errors import DataError
 from trainclock.workloads import evidence
 from trainclock.workloads.base import QualityTarget
 from trainclock.workloads.cost import ConvergencePoints, SampleFlops, WorkloadCost, rcp_convergence
@@ -108,39 +107,18 @@ class Unet3DCost(WorkloadCost):
     def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
         spec = self.spec
         if spec.target_source.startswith("mlperf"):
-            try:
-                return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark)
-            except DataError:  # a results folder without unet3d's RCPs: the rules package ships them
-                return _packaged_rcps()
+            return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark)
         runs = _runs(spec)
         if not runs:
             return None  # an estimated target: nothing measured yet
-        reached = []
-        for run in runs:
-            try:
-                units = evidence.units_to_target(run, (QualityTarget(METRIC, spec.target_dice, "higher"),))
-            except (KeyError, TypeError, ValueError, IndexError):
-                units = None
-            if units is None:
-                raise DataError(f"targets/{spec.name}.json: a reference run (seed {run.get('seed')}) has no evaluation "
-                                f"at or above the target {spec.target_dice}")
-            reached.append(units)
-        return ConvergencePoints(((spec.global_batch_size, float(statistics.median(reached))),),
-                                 f"median of {len(reached)} trainclock reference runs")
+        quality = (QualityTarget(METRIC, spec.target_dice, "higher"),)
+        return evidence.convergence(spec.name, runs, quality, spec.global_batch_size)
 
     def measured_efficiency(self) -> tuple[float, str] | None:
         mfus = evidence.mfus(_runs(self.spec))
         if not mfus:
             return None
         return statistics.median(mfus), f"median MFU of {len(mfus)} {self.name} reference runs"
-
-
-def _packaged_rcps() -> ConvergencePoints:
-    """MLPerf v3.1's unet3d RCPs from the installed mlperf_logging (samples to target by batch)."""
-    from trainclock.workloads.unet3d.spec import rcp_table
-
-    points = sorted((bs, statistics.fmean(samples)) for bs, samples in rcp_table("Epochs to converge").items())
-    return ConvergencePoints(tuple(points), "MLPerf RCPs training_3.1.0 (mlperf_logging package)")
 
 
 def _runs(spec: Unet3DSpec) -> list[dict]:

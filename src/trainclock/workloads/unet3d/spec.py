@@ -13,15 +13,14 @@ network and 32^3 patches; their targets come from reference runs whose evidence 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from functools import cache
-from importlib import resources
 
 from trainclock.errors import UsageError
 from trainclock.workloads import evidence
 from trainclock.workloads.unet3d.data.npy import reference_eval_cases
 from trainclock.workloads.unet3d.model import flops_per_voxel, parameter_count
+from trainclock.workloads.cost import rules_rcp_table
 
 KITS19_TRAIN_CASES = 168
 KITS19_EVAL_CASES = 42
@@ -78,11 +77,8 @@ class Unet3DSpec:
 
 
 @cache
-def _rcp_file() -> list[dict]:
-    from mlperf_logging import rcp_checker  # a dependency already: the rules' own table
-
-    path = resources.files(rcp_checker) / "training_3.1.0" / "rcps_unet3d.json"
-    return list(json.loads(path.read_text()).values())
+def _rcp_file() -> tuple[dict, ...]:
+    return rules_rcp_table("unet3d")
 
 
 def rcp_table(field: str) -> dict[int, object]:

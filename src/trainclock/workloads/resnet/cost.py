@@ -1,0 +1,142 @@
+"""The planner's cost model of a ResNet member (workloads/cost.py says how the planner uses it).
+
+ResNet trains data parallel only: one unit the planner cannot split (tensor_parallel_units 1) and
+one "layer" holding every parameter (no pipeline). Its FLOPs are all convolutions and the
+classifier (weights; no attention), counted from the model itself (model.py). Progress is in
+epochs, so one image is 1/train_images of the unit. Activations: what a ResNet keeps for its
+backward pass is dominated by each convolution's, batch norm's and ReLU's output; counted from the
+model's feature-map sizes (about 3 maps per convolution), 16-bit.
+
+Convergence: resnet-50 from MLPerf's reference convergence points (rcps_resnet.json, in epochs);
+the tiers from the epochs at which each recorded reference run (targets/<member>.json) first
+reached the target, at the spec's batch size."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from trainclock.workloads import evidence
+from trainclock.workloads.base import QualityTarget
+from trainclock.workloads.cost import ConvergencePoints, SampleFlops, WorkloadCost, rcp_convergence
+from trainclock.workloads.resnet.metric import METRIC
+from trainclock.workloads.resnet.model import build_model, parameter_count, train_flops_per_image
+from trainclock.workloads.resnet.spec import MEMBERS, ResNetSpec, get_member
+
+SGD_STATE_BYTES = 4  # one fp32 momentum buffer per parameter (LARS and SGD alike)
+MAPS_PER_CONV = 3  # a convolution's output, its batch norm's and its ReLU's are kept for the backward
+
+
+def activation_values_per_image(spec: ResNetSpec) -> float:
+    """Values of every convolution's output for one image (shapes from a meta-device forward)."""
+    total = 0
+
+    def count(module: nn.Module, inputs, output) -> None:
+        nonlocal total
+        total += output[0].numel()
+
+    with torch.device("meta"):
+        model = build_model(spec.shape)
+    hooks = [m.register_forward_hook(count) for m in model.modules() if isinstance(m, nn.Conv2d)]
+    with torch.no_grad():
+        model(torch.zeros(1, 3, spec.shape.image_size, spec.shape.image_size, device="meta"))
+    for h in hooks:
+        h.remove()
+    return float(total)
+
+
+@dataclass(frozen=True)
+class ResNetCost(WorkloadCost):
+    spec: ResNetSpec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def benchmark(self) -> str:
+        return self.spec.mlperf_benchmark
+
+    @cached_property
+    def parameter_count(self) -> int:
+        return parameter_count(self.spec.shape)
+
+    layers = 1  # no pipeline cut: the whole network is one unit
+    tensor_parallel_units = 1
+    tensor_parallel_unit = "whole networks (data parallel only)"
+    other_parameters = 0.0
+    boundary_values_per_sample = 0.0  # no tensor or pipeline parallel traffic
+    tp_collectives_per_layer = 0
+    optimizer_state_bytes_per_parameter = SGD_STATE_BYTES
+    progress_unit = "epochs"
+    sample_noun = "images"
+
+    @property
+    def layer_parameters(self) -> float:
+        return float(self.parameter_count)
+
+    @cached_property
+    def flops_per_sample(self) -> SampleFlops:
+        return SampleFlops(weights=train_flops_per_image(self.spec.shape))
+
+    @property
+    def units_per_sample(self) -> float:
+        return 1.0 / self.spec.train_images
+
+    @property
+    def reference_batch_size(self) -> int:
+        return self.spec.global_batch_size
+
+    @property
+    def eval_every_samples(self) -> int:
+        return self.spec.eval_every_samples
+
+    @property
+    def eval_samples(self) -> int:
+        return self.spec.val_images
+
+    @cached_property
+    def _activations(self) -> float:
+        return activation_values_per_image(self.spec)
+
+    def layer_activation_bytes(self, micro_batch: int, tp: int, sequence_parallel: bool, recompute: str) -> float:
+        if recompute == "full":  # only the input image is kept
+            return 2.0 * micro_batch * 3 * self.spec.shape.image_size ** 2
+        return 2.0 * micro_batch * MAPS_PER_CONV * self._activations
+
+    @property
+    def recompute_choices(self) -> tuple[str, ...]:
+        return ("none",)  # nobody recomputes a ResNet: it fits
+
+    def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
+        spec = self.spec
+        if spec.target_source.startswith("mlperf"):
+            return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark)
+        recorded = evidence.load("trainclock.workloads.resnet", spec.name)
+        if not evidence.is_measured(recorded):
+            return None
+        quality = (QualityTarget(METRIC, spec.target_accuracy, "higher"),)
+        reached = [evidence.units_to_target(run, quality) for run in recorded["runs"]]
+        epochs = [images / spec.train_images for images in reached if images is not None]
+        if not epochs:
+            return None
+        return ConvergencePoints(((spec.global_batch_size, float(statistics.median(epochs))),),
+                                 f"median of {len(epochs)} trainclock reference runs")
+
+    def measured_efficiency(self) -> tuple[float, str] | None:
+        names = [s.name for s in MEMBERS.values() if s.target_source.startswith("measured")]
+        for name in ([self.name] if self.name in names else []) + [n for n in names if n != self.name]:
+            if mfus := evidence.mfus(evidence.load("trainclock.workloads.resnet", name).get("runs")):
+                return statistics.median(mfus), f"median MFU of {len(mfus)} {name} reference runs"
+        return None
+
+
+def cost_model(member: str) -> WorkloadCost:
+    """The cost model of a ResNet member (names as get_member takes them); UsageError if unknown."""
+    return ResNetCost(get_member(member))

@@ -1,0 +1,177 @@
+"""Images decoded and augmented in DataLoader worker processes, in an order that depends only on
+the run's seed: sample k (counted over the whole run) is position k mod N of epoch k // N's
+permutation of the N training images, augmented by a generator seeded with (seed, k). Step s's
+global batch is samples s*B .. s*B+B-1, so any number of ranks, workers, or a resume at any step,
+sees the same images with the same crops.
+
+A rank decodes only its own rows of each global batch (the loop's job.batch(step) must stand for
+the global batch, so it returns a RankBatch that knows which rows it holds; ImageBatches, the
+job's `batches`, hands the loop those rows when it asks for this rank's slice)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from trainclock.errors import DataError, UsageError
+from trainclock.workloads.batches import TreeBatch
+from trainclock.workloads.resnet.data.folder import Split
+from trainclock.workloads.resnet.data.transforms import ImageTransforms, eval_image, train_image
+
+
+@dataclass
+class RankBatch:
+    """One rank's rows [start, stop) of a global batch: uint8 images and int64 labels."""
+
+    start: int
+    stop: int
+    images: torch.Tensor
+    labels: torch.Tensor
+
+
+class ImageBatches(TreeBatch):
+    def rows(self, batch: Any, rows: slice) -> Any:
+        if isinstance(batch, RankBatch):
+            if rows.start < batch.start or rows.stop > batch.stop:
+                raise RuntimeError(f"rows {rows} asked of a batch holding rows {batch.start}..{batch.stop}")
+            part = slice(rows.start - batch.start, rows.stop - batch.start)
+            return {"image": batch.images[part], "label": batch.labels[part]}
+        return super().rows(batch, rows)
+
+
+class _Failed:
+    """What a worker returns for an image it cannot decode: the one-line reason, raised in the
+    main process (an exception raised in a worker reaches it wrapped in a multi-line traceback)."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+def _collate(items: list) -> Any:
+    for item in items:
+        if isinstance(item, _Failed):
+            return item
+    return torch.stack([i for i, _ in items]), torch.tensor([label for _, label in items], dtype=torch.int64)
+
+
+class TrainImages(Dataset):
+    def __init__(self, split: Split, transforms: ImageTransforms, seed: int) -> None:
+        self.split, self.transforms, self.seed = split, transforms, seed
+        self._epoch, self._order = -1, np.empty(0, dtype=np.int64)
+
+    def position(self, k: int) -> int:
+        """The image index of sample k of the run."""
+        epoch, pos = divmod(k, len(self.split))
+        if epoch != self._epoch:  # one permutation per epoch, cached per worker
+            self._epoch, self._order = epoch, np.random.default_rng([self.seed, epoch]).permutation(len(self.split))
+        return int(self._order[pos])
+
+    def __getitem__(self, k: int):
+        i = self.position(k)
+        try:
+            image = train_image(self.split.files[i], self.transforms, np.random.default_rng([self.seed, k, 1]))
+        except DataError as e:
+            return _Failed(str(e))
+        return image, self.split.labels[i]
+
+    def __len__(self) -> int:
+        return len(self.split)
+
+
+class _Steps:
+    """Batch sampler: this rank's sample indices of step `first`, `first`+1, ... (endless)."""
+
+    def __init__(self, first: int, global_batch: int, rows: slice) -> None:
+        self.first, self.global_batch, self.rows = first, global_batch, rows
+
+    def __iter__(self) -> Iterator[list[int]]:
+        step = self.first
+        while True:
+            base = step * self.global_batch
+            yield list(range(base + self.rows.start, base + self.rows.stop))
+            step += 1
+
+
+def check_workers(workers: int) -> int:
+    if workers < 0:
+        raise UsageError(f"--loader-workers must be 0 or more, got {workers}")
+    return workers
+
+
+class StepLoader:
+    """job.batch: the global batch of step s (this rank's rows of it), prefetched by workers while
+    the model trains. Asked for the step after the last it returned, it continues; asked for any
+    other step (the first call, a resume), it restarts the workers there; asked for the same step
+    twice (the warm-up, then step 0), it returns the batch it already has."""
+
+    def __init__(self, split: Split, transforms: ImageTransforms, seed: int, global_batch: int, rows: slice,
+                 workers: int, prefetch: int = 4) -> None:
+        self.dataset = TrainImages(split, transforms, seed)
+        self.global_batch, self.rows, self.workers, self.prefetch = global_batch, rows, workers, prefetch
+        self._iterator: Iterator | None = None
+        self._next = -1
+        self._last: tuple[int, RankBatch] | None = None
+
+    def _start(self, step: int) -> None:
+        extra = {"prefetch_factor": self.prefetch, "persistent_workers": False} if self.workers else {}
+        self._iterator = iter(DataLoader(self.dataset, batch_sampler=_Steps(step, self.global_batch, self.rows),
+                                         num_workers=self.workers, collate_fn=_collate, **extra))
+        self._next = step
+
+    def __call__(self, step: int) -> RankBatch:
+        if self._last is not None and self._last[0] == step:
+            return self._last[1]
+        if self._iterator is None or step != self._next:
+            self._start(step)
+        out = next(self._iterator)
+        if isinstance(out, _Failed):
+            raise DataError(out.message)
+        self._next = step + 1
+        batch = RankBatch(self.rows.start, self.rows.stop, *out)
+        self._last = (step, batch)
+        return batch
+
+
+class EvalImages(Dataset):
+    def __init__(self, split: Split, transforms: ImageTransforms) -> None:
+        self.split, self.transforms = split, transforms
+
+    def __getitem__(self, i: int):
+        # i < 0 is padding: a rank out of images still joins every forward (ranks must meet in each)
+        try:
+            image = eval_image(self.split.files[max(i, 0)], self.transforms)
+        except DataError as e:
+            return _Failed(str(e))
+        return image, self.split.labels[i] if i >= 0 else -1
+
+    def __len__(self) -> int:
+        return len(self.split)
+
+
+class EvalLoader:
+    """A rank's shard of the validation set in fixed batches, every rank running the same number
+    of forwards; padding rows carry label -1 and are not counted. Workers persist across evals."""
+
+    def __init__(self, split: Split, transforms: ImageTransforms, micro: int, shard: tuple[int, int],
+                 workers: int) -> None:
+        rank, ranks = shard
+        n = len(split)
+        mine = list(range(rank * n // ranks, (rank + 1) * n // ranks))
+        forwards = math.ceil(math.ceil(n / ranks) / micro)
+        mine += [-1] * (forwards * micro - len(mine))
+        batches = [mine[i * micro:(i + 1) * micro] for i in range(forwards)]
+        extra = {"prefetch_factor": 4, "persistent_workers": True} if workers else {}
+        self.loader = DataLoader(EvalImages(split, transforms), batch_sampler=batches, num_workers=workers,
+                                 collate_fn=_collate, **extra)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for out in self.loader:
+            if isinstance(out, _Failed):
+                raise DataError(out.message)
+            yield out

@@ -1,0 +1,176 @@
+"""The ResNet benchmark as a workload: its members, the checks a run must pass, and the job the
+generic loop trains (folder-layout images decoded in DataLoader workers, torchvision's ResNet,
+top-1 accuracy, LARS or SGD, MLPerf log keys)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+
+import torch
+import torch.nn.functional as F
+
+from trainclock.distributed.context import ParallelContext
+from trainclock.distributed.layout import Layout
+from trainclock.distributed.parallelize import parallelize
+from trainclock.errors import UsageError
+from trainclock.optim.lars import Lars
+from trainclock.optim.schedules import WarmupPoly
+from trainclock.optim.sgd import SGDMomentum
+from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
+from trainclock.workloads.batch_plan import check_global_batch, micro_batch
+from trainclock.workloads.resnet.data.folder import ImageFolder, scan
+from trainclock.workloads.resnet.data.loader import EvalLoader, ImageBatches, StepLoader, check_workers
+from trainclock.workloads.resnet.data.prepare import prepare
+from trainclock.workloads.resnet.data.transforms import normalize
+from trainclock.workloads.resnet.metric import METRIC, score, top1_sums
+from trainclock.workloads.resnet.model import build_model, parameter_count, train_flops_per_image
+from trainclock.workloads.resnet.parallelize import PARALLELISM, check_layout
+from trainclock.workloads.resnet.spec import END_LEARNING_RATE, MEMBERS, OPTIMIZERS, ResNetSpec, get_member
+
+NEEDS_DATA = ("resnet-50 trains on ImageNet: pass --data FOLDER holding train/<class>/*.JPEG and "
+              "val/<class>/*.JPEG (it cannot be downloaded at run time)")
+
+
+def quality(spec: ResNetSpec) -> tuple[QualityTarget, ...]:
+    return (QualityTarget(METRIC, spec.target_accuracy, "higher"),)
+
+
+class ResNetWorkload:
+    key = "resnet"
+    title = "ResNet-50"
+    full_size = "resnet-50"
+
+    def members(self) -> Sequence[Member]:
+        return [Member(s.name, parameter_count(s.shape), quality(s), s.target_source, s.shape.describe(),
+                       unit="images") for s in MEMBERS.values()]
+
+    def add_arguments(self, group: argparse._ArgumentGroup) -> None:
+        group.add_argument("--optimizer", choices=OPTIMIZERS,
+                           help="resnet-50's optimizer: lars (default) or sgd, each with the rules' keys")
+        group.add_argument("--loader-workers", type=int, metavar="N",
+                           help="DataLoader worker processes decoding images (default: the member's)")
+
+    def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> ResNetSpec:
+        spec = get_member(member)
+        check_layout(layout)
+        if settings.extra.get("optimizer"):
+            spec = spec.with_optimizer(settings.extra["optimizer"])
+        if settings.extra.get("loader_workers") is not None:
+            spec = replace(spec, loader_workers=check_workers(settings.extra["loader_workers"]))
+        if spec.dataset == "imagenet":  # refused now, before the run measures the machine
+            if settings.data is None:
+                raise UsageError(NEEDS_DATA)
+            scan(settings.data)
+        if settings.global_batch_size is not None:
+            check_global_batch(settings.global_batch_size, "images")
+            spec = spec.with_batch(settings.global_batch_size)
+        return replace(spec, micro_batch_size=micro_batch(spec.global_batch_size, settings.micro_batch_size,
+                                                          spec.micro_batch_size, layout, "images"))
+
+    def build_job(self, spec: ResNetSpec, ctx: ParallelContext, device: torch.device, seed: int,
+                  settings: RunSettings) -> TrainJob:
+        return build_job(spec, settings, seed, ctx, device)
+
+    def fetch_data(self) -> str | None:
+        return None  # Fashion-MNIST comes with Debian's dataset-fashion-mnist (scripts/install.sh)
+
+    def prepare_data(self, member: str, data: str | None, force: bool = False) -> str:
+        spec = get_member(member)
+        if data is None and spec.dataset == "imagenet":
+            raise UsageError(NEEDS_DATA)
+        folder = scan(data if data is not None else prepare(spec.train_images, spec.val_images, 28, force=force))
+        return (f"{len(folder.train):,} train and {len(folder.val):,} val images in {len(folder.classes)} classes "
+                f"in {folder.root}")
+
+    def cost(self, member: str):
+        from trainclock.workloads.resnet.cost import cost_model
+
+        return cost_model(member)
+
+
+def load_folder(spec: ResNetSpec, settings: RunSettings, ctx: ParallelContext) -> tuple[ImageFolder, str]:
+    if settings.data is not None:
+        return scan(settings.data), spec.dataset if spec.dataset == "imagenet" else "images"
+    if spec.dataset == "imagenet":
+        raise UsageError(NEEDS_DATA)
+    root = ctx.main_first(lambda: prepare(spec.train_images, spec.val_images, 28))  # one rank exports
+    return scan(root), spec.dataset
+
+
+def build_job(spec: ResNetSpec, settings: RunSettings, seed: int, ctx: ParallelContext,
+              device: torch.device) -> TrainJob:
+    check_layout(ctx.layout)
+    folder, dataset = load_folder(spec, settings, ctx)
+    if spec.dataset != "imagenet" and len(folder.classes) != spec.shape.num_classes:
+        spec = replace(spec, shape=replace(spec.shape, num_classes=len(folder.classes)))  # a user's own folder
+    if device.type == "cpu" and spec.loader_workers:
+        # the decoding workers run on the same cores: intra-op threads left spinning beside them made a
+        # 2-core run 4-8x slower (measured on resnet-mini under load); leave them a core each
+        torch.set_num_threads(max(1, min(torch.get_num_threads(), (os.cpu_count() or 1) - spec.loader_workers)))
+    torch.manual_seed(seed)
+    model = build_model(spec.shape).to(device)
+    if spec.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    model = parallelize(model, ctx, PARALLELISM, compile=settings.compile,
+                        activation_checkpointing=settings.activation_checkpointing)
+    shard = (ctx.dp_rank, ctx.dp_size)
+    train = StepLoader(folder.train, spec.transforms, seed, spec.global_batch_size,
+                       ctx.dp_slice(spec.global_batch_size), spec.loader_workers)
+    val = EvalLoader(folder.val, spec.transforms, spec.micro_batch_size, shard, spec.loader_workers)
+
+    def evaluate(m: torch.nn.Module, autocast, part: tuple[int, int]) -> EvalShard:
+        if part != shard:
+            raise RuntimeError(f"the eval loader was built for shard {shard}, asked for {part}")
+        return top1_sums(m, val, autocast, device)
+
+    def loss(m: torch.nn.Module, batch: dict) -> torch.Tensor:
+        logits = m(normalize(batch["image"], spec.channels_last))
+        return F.cross_entropy(logits.float(), batch["label"], label_smoothing=spec.label_smoothing)
+
+    return resnet_job(spec, model, train, loss, evaluate, dataset=dataset, train_images=len(folder.train),
+                      val_images=len(folder.val))
+
+
+def resnet_job(spec: ResNetSpec, model: torch.nn.Module, batch, loss, evaluate, dataset: str, train_images: int,
+               val_images: int) -> TrainJob:
+    """The job around a built model and data; progress is in epochs of this folder's train split."""
+    spec = replace(spec, train_images=train_images)
+    full = spec.dataset == "imagenet"
+    return TrainJob(
+        name=spec.name,
+        benchmark=spec.mlperf_benchmark,
+        division="closed" if spec.name == "resnet-50" and dataset == "imagenet" else "open",
+        model=model,
+        batch=batch,
+        loss=loss,
+        evaluate=evaluate,
+        score=score,
+        quality=quality(spec),
+        # MLPerf resnet counts progress in epochs (eval_accuracy's epoch_num)
+        progress=Progress(unit="images", units_per_sample=1, log_key="epoch_num", log_in="epochs",
+                          samples_per_epoch=train_images),
+        global_batch_size=spec.global_batch_size,
+        micro_batch_size=spec.micro_batch_size,
+        flops_per_sample=train_flops_per_image(spec.shape),
+        optimizer=optimizer(spec),
+        # the full size's cadence is in epochs of the folder it trains on: every 4, first after 2
+        eval_schedule=EvalSchedule(every=4 * train_images if full else spec.eval_every_samples,
+                                   first=2 * train_images if full else spec.eval_first_samples),
+        eval_samples=val_images,
+        max_samples=spec.max_samples,
+        log_keys={"model_bn_span": spec.micro_batch_size, "dataset": dataset},
+        batches=ImageBatches(),
+    )
+
+
+def optimizer(spec: ResNetSpec) -> Lars | SGDMomentum:
+    schedule = WarmupPoly(spec.learning_rate, END_LEARNING_RATE, warmup_steps=spec.warmup_steps,
+                          decay_steps=spec.decay_steps, power=2.0)
+    if spec.optimizer == "lars":
+        return Lars(schedule, warmup_epochs=spec.warmup_epochs, momentum=spec.momentum,
+                    weight_decay=spec.weight_decay)
+    return SGDMomentum(schedule, momentum=spec.momentum, weight_decay=spec.weight_decay,
+                       warmup_epochs=spec.warmup_epochs)

@@ -51,7 +51,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from trainclock.errors import DataError
 
@@ -159,6 +159,30 @@ class WorkloadCost(Protocol):
         """(model FLOP utilization, where it comes from) of trainclock's own recorded runs of this
         member on this machine's CPU, for planning `this-cpu`; None when none are recorded."""
         return None
+
+
+class SpecCost(WorkloadCost):
+    """A cost model over a member's spec (a dataclass field `spec` in the subclass) whose name,
+    MLPerf key, batch size and eval cadence are the spec's own `name`, `mlperf_benchmark`,
+    `global_batch_size` and `eval_every_samples`."""
+
+    spec: Any
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def benchmark(self) -> str:
+        return self.spec.mlperf_benchmark
+
+    @property
+    def reference_batch_size(self) -> int:
+        return self.spec.global_batch_size
+
+    @property
+    def eval_every_samples(self) -> int:
+        return self.spec.eval_every_samples
 
 
 def rcp_convergence(folder: Path, benchmark: str) -> ConvergencePoints:

@@ -20,23 +20,15 @@ from trainclock.workloads import evidence
 from trainclock.workloads.base import QualityTarget
 from trainclock.workloads.bert.metric import METRIC
 from trainclock.workloads.bert.spec import MEMBERS, BertSpec, get_member, target_evidence
-from trainclock.workloads.cost import ConvergencePoints, SampleFlops, WorkloadCost, rcp_convergence
+from trainclock.workloads.cost import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
 
 LAMB_STATE_BYTES = 8  # two fp32 moments per parameter
 LOGIT_BYTES = 4 * 2  # fp32 logits and their gradient
 
 
 @dataclass(frozen=True)
-class BertCost(WorkloadCost):
+class BertCost(SpecCost):
     spec: BertSpec
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def benchmark(self) -> str:
-        return self.spec.mlperf_benchmark
 
     @cached_property
     def parameter_count(self) -> int:
@@ -81,14 +73,6 @@ class BertCost(WorkloadCost):
     @property
     def sample_noun(self) -> str:
         return f"sequences of {self.spec.seq_len} tokens"
-
-    @property
-    def reference_batch_size(self) -> int:
-        return self.spec.global_batch_size
-
-    @property
-    def eval_every_samples(self) -> int:
-        return self.spec.eval_every_samples
 
     @property
     def eval_samples(self) -> int:

@@ -22,23 +22,15 @@ from pathlib import Path
 from trainclock.errors import DataError
 from trainclock.workloads import evidence
 from trainclock.workloads.base import QualityTarget
-from trainclock.workloads.cost import ConvergencePoints, SampleFlops, WorkloadCost, rcp_convergence
+from trainclock.workloads.cost import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
 from trainclock.workloads.dlrm_dcnv2.spec import METRIC, DlrmSpec, target_evidence
 
 ADAGRAD_STATE_BYTES = 4  # one fp32 sum of squared gradients per parameter
 
 
 @dataclass(frozen=True)
-class DlrmCost(WorkloadCost):
+class DlrmCost(SpecCost):
     spec: DlrmSpec
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def benchmark(self) -> str:
-        return self.spec.mlperf_benchmark
 
     @property
     def parameter_count(self) -> int:
@@ -92,14 +84,6 @@ class DlrmCost(WorkloadCost):
     @property
     def units_per_sample(self) -> float:
         return 1.0 / self.spec.samples_per_epoch
-
-    @property
-    def reference_batch_size(self) -> int:
-        return self.spec.global_batch_size
-
-    @property
-    def eval_every_samples(self) -> int:
-        return self.spec.eval_every_samples
 
     @property
     def eval_samples(self) -> int:

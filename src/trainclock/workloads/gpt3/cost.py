@@ -19,7 +19,7 @@ from pathlib import Path
 
 from trainclock.workloads import evidence
 from trainclock.workloads.base import QualityTarget
-from trainclock.workloads.cost import ConvergencePoints, SampleFlops, WorkloadCost, rcp_convergence
+from trainclock.workloads.cost import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
 from trainclock.workloads.gpt3.spec import MEMBERS, METRIC, GPT3Spec, get_member, target_evidence
 
 LOGIT_BYTES = 4 * 2  # fp32 logits and their gradient, per vocabulary entry and token
@@ -27,16 +27,8 @@ ADAM_STATE_BYTES = 8  # two fp32 moments per parameter
 
 
 @dataclass(frozen=True)
-class GPT3Cost(WorkloadCost):
+class GPT3Cost(SpecCost):
     spec: GPT3Spec
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def benchmark(self) -> str:
-        return self.spec.mlperf_benchmark
 
     @cached_property
     def parameter_count(self) -> int:
@@ -85,14 +77,6 @@ class GPT3Cost(WorkloadCost):
     @property
     def sample_noun(self) -> str:
         return f"sequences of {self.spec.seq_len} tokens"
-
-    @property
-    def reference_batch_size(self) -> int:
-        return self.spec.global_batch_size
-
-    @property
-    def eval_every_samples(self) -> int:
-        return self.spec.eval_every_samples
 
     @property
     def eval_samples(self) -> int:

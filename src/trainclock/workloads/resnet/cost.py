@@ -24,7 +24,7 @@ from torch import nn
 
 from trainclock.workloads import evidence
 from trainclock.workloads.base import QualityTarget
-from trainclock.workloads.cost import ConvergencePoints, SampleFlops, WorkloadCost, rcp_convergence
+from trainclock.workloads.cost import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
 from trainclock.workloads.resnet.metric import METRIC
 from trainclock.workloads.resnet.model import build_model, parameter_count, train_flops_per_image
 from trainclock.workloads.resnet.spec import MEMBERS, ResNetSpec, get_member
@@ -52,16 +52,8 @@ def activation_values_per_image(spec: ResNetSpec) -> float:
 
 
 @dataclass(frozen=True)
-class ResNetCost(WorkloadCost):
+class ResNetCost(SpecCost):
     spec: ResNetSpec
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def benchmark(self) -> str:
-        return self.spec.mlperf_benchmark
 
     @cached_property
     def parameter_count(self) -> int:
@@ -88,14 +80,6 @@ class ResNetCost(WorkloadCost):
     @property
     def units_per_sample(self) -> float:
         return 1.0 / self.spec.train_images
-
-    @property
-    def reference_batch_size(self) -> int:
-        return self.spec.global_batch_size
-
-    @property
-    def eval_every_samples(self) -> int:
-        return self.spec.eval_every_samples
 
     @property
     def eval_samples(self) -> int:

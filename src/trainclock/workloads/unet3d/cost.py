@@ -20,7 +20,7 @@ from pathlib import Path
 
 from trainclock.workloads import evidence
 from trainclock.workloads.base import QualityTarget
-from trainclock.workloads.cost import ConvergencePoints, SampleFlops, WorkloadCost, rcp_convergence
+from trainclock.workloads.cost import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
 from trainclock.workloads.unet3d.spec import METRIC, Unet3DSpec, get_member, target_evidence
 
 MOMENTUM_BYTES = 4  # one fp32 momentum buffer per parameter
@@ -37,16 +37,8 @@ def activation_values_per_voxel(filters: tuple[int, ...], in_channels: int = 1) 
 
 
 @dataclass(frozen=True)
-class Unet3DCost(WorkloadCost):
+class Unet3DCost(SpecCost):
     spec: Unet3DSpec
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def benchmark(self) -> str:
-        return self.spec.mlperf_benchmark
 
     @property
     def parameter_count(self) -> int:
@@ -77,14 +69,6 @@ class Unet3DCost(WorkloadCost):
     @property
     def sample_noun(self) -> str:
         return f"patches of {self.spec.patch}^3 voxels"
-
-    @property
-    def reference_batch_size(self) -> int:
-        return self.spec.global_batch_size
-
-    @property
-    def eval_every_samples(self) -> int:
-        return self.spec.eval_every_samples
 
     @property
     def eval_samples(self) -> int:

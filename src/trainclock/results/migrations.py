@@ -70,7 +70,9 @@ def stored_version(conn: Connection, upgrades: Sequence[Upgrade] | None = None) 
     found = current_version(conn)
     if found == 0:
         tables = inspect(conn).get_table_names()
-        if tables:
+        if tables:  # PostgreSQL reads each statement at its own snapshot: another process may have just
+            found = current_version(conn)  # committed the whole schema between the two reads
+        if tables and found == 0:
             raise DataError(f"the database holds tables ({', '.join(sorted(tables)[:5])}) but no trainclock "
                             "schema_version: it is not a trainclock results database; choose another with --db")
     latest = latest_version(upgrades)

@@ -68,6 +68,16 @@ def test_log_counts_epochs_and_passes_the_official_common_rules(one_run):
     assert not log.stat().st_mode & 0o111  # a log is data, never executable (it was 0755)
 
 
+def test_the_review_reads_progress_in_images_from_a_log_counting_epochs(one_run):
+    from trainclock.review.run_review import review_log
+
+    out, _ = one_run
+    run = review_log(log_path(out), "3.1")
+    evaluated = [r["samples"] for r in records(out) if "eval" in r]
+    assert run.progress_unit == "images" and run.converged_at in evaluated  # epochs x 4,096 images, not epochs
+    assert run.samples_to_converge == run.converged_at
+
+
 def test_review_and_results_store_take_it(one_run):
     out, _ = one_run
     review = trainclock("review", str(log_path(out)))

@@ -11,7 +11,7 @@ from typing import Any
 from trainclock.errors import DataError
 from trainclock.mllog.reader import Event, LogSource
 from trainclock.review import compliance
-from trainclock.review.benchmarks import BenchmarkFacts, Metric, benchmark_facts, with_targets
+from trainclock.review.benchmarks import HIGHER, BenchmarkFacts, Metric, benchmark_facts, with_targets
 from trainclock.review.compliance import Finding, LogLine
 from trainclock.review.log_summary import MAX_EVALS, EvalPoint, LogSummary, RcpReading
 from trainclock.review.progress import PROGRESS_FIELDS, line_progress
@@ -152,6 +152,7 @@ def review_log(path: Path, round_: str) -> RunReview:
         findings = [*findings, Finding("log size", "eval_accuracy", f"{summary.evals_left_out:,} eval_accuracy lines "
                                        f"past the first {MAX_EVALS:,} are left out of the eval curve",
                                        severity="warning", repeats=summary.evals_left_out)]
+    evals = summary.eval_curve()
     return RunReview(
         path=path,
         round=round_,
@@ -160,8 +161,8 @@ def review_log(path: Path, round_: str) -> RunReview:
         status=summary.status,
         time_to_train_ms=summary.time_to_train_ms,
         findings=tuple(findings),
-        evals=summary.eval_curve(),
-        converged_at=_converged_at(report.target_met),
+        evals=evals,
+        converged_at=_in_units(_converged_at(report.target_met, evals, quality.metrics), quality.units_per_count),
         progress_unit=quality.progress_unit or (rule.progress if rule else None),
         metrics=quality.metrics,
         units_per_sample=quality.units_per_sample,
@@ -201,6 +202,7 @@ class LogQuality:
     units_per_sample: float | None
     samples_per_unit: float | None
     metrics: tuple[Metric, ...]
+    units_per_count: float = 1.0  # progress units per count the log writes (epoch_num in epochs: samples per epoch)
 
 
 def log_quality(events: list[Event], header: dict[str, Any] | None = None) -> LogQuality:
@@ -210,7 +212,23 @@ def log_quality(events: list[Event], header: dict[str, Any] | None = None) -> Lo
     facts = benchmark_facts(header.get("submission_benchmark"))
     unit, units_per_sample = _progress_unit(events, header, facts)
     samples_per_unit = _header_number(header, facts.samples_per_unit) if facts and facts.samples_per_unit else None
-    return LogQuality(unit, units_per_sample, samples_per_unit, _metrics(events, facts))
+    return LogQuality(unit, units_per_sample, samples_per_unit, _metrics(events, facts), _units_per_count(events))
+
+
+def _units_per_count(events: list[Event]) -> float:
+    """How many progress units one count of the log is: a trainclock log whose unit is images or
+    samples may count epochs (logged_in, as its benchmark's rules say); 1 where the log counts units."""
+    event = next((e for e in _before_run_start(events) if e.key == UNIT_KEY), None)
+    if event is None:
+        return 1.0
+    per_sample, per_epoch = event.metadata.get("per_sample", 1), event.metadata.get("samples_per_epoch")
+    per_sample = per_sample if _finite(per_sample) and per_sample > 0 else 1
+    logged_in = event.metadata.get("logged_in", "units")
+    if logged_in == "samples":
+        return float(per_sample)
+    if logged_in == "epochs" and _finite(per_epoch) and per_epoch > 0:
+        return float(per_sample * per_epoch)
+    return 1.0
 
 
 def _before_run_start(events: list[Event]) -> Iterator[Event]:
@@ -266,8 +284,24 @@ def _header(events: list[Event]) -> dict[str, Any]:
     return header
 
 
-def _converged_at(target_met: dict[str, list[LogLine]]) -> int | float | None:
-    """Progress at which every quality target (usually one: eval_accuracy's) was first met."""
+def _in_units(count: int | float | None, units_per_count: float) -> int | float | None:
+    if count is None or units_per_count == 1.0:
+        return count
+    units = count * units_per_count
+    return round(units) if abs(units - round(units)) < 1e-6 * max(1.0, abs(units)) else units
+
+
+def _converged_at(target_met: dict[str, list[LogLine]], evals: tuple[EvalPoint, ...],
+                  metrics: tuple[Metric, ...]) -> int | float | None:
+    """Progress at which every quality target (usually one: eval_accuracy's) was first met: the
+    log's own targets where it states them (a trainclock tier's), else the rules' target checks."""
+    own = [m for m in metrics if m.target is not None]
+    if own:
+        for point in evals:
+            values = point.value if isinstance(point.value, dict) else {own[0].name: point.value} if len(own) == 1 else {}
+            if all(_meets(values.get(m.name), m) for m in own):
+                return point.progress
+        return None
     if not target_met:
         return None
     firsts = []
@@ -277,6 +311,12 @@ def _converged_at(target_met: dict[str, list[LogLine]]) -> int | float | None:
             return None
         firsts.append(min(reached))
     return max(firsts)
+
+
+def _meets(value: Any, metric: Metric) -> bool:
+    if not _finite(value):
+        return False
+    return value >= metric.target if metric.direction == HIGHER else value <= metric.target
 
 
 def _positive_int(value: Any) -> int | None:

@@ -348,6 +348,8 @@ def log_header(log: RunLog, job: TrainJob, request: RunRequest, system_name: str
     log.event("eval_samples", job.eval_samples)
     for target in job.quality:
         log.event("trainclock_target", target.threshold, metadata={"metric": target.metric, "direction": target.direction})
-    log.event("trainclock_progress_unit", job.progress.unit, metadata={"per_sample": job.progress.units_per_sample})
+    progress = job.progress  # how the unit relates to samples, and what the log's counts are in
+    log.event("trainclock_progress_unit", progress.unit, metadata={
+        "per_sample": progress.units_per_sample, "logged_in": progress.log_in, "samples_per_epoch": progress.samples_per_epoch})
     log.event("trainclock_precision", request.options.precision)
     log.event("trainclock_compile", request.settings.compile)

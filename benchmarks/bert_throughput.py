@@ -17,38 +17,18 @@ The FLOPs are the same for both (the model's useful work: masked-LM head on the 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import time
 
 import torch
 from transformers import BertForPreTraining
 
-from trainclock.device.peak import matmul_peak_flops
 from trainclock.distributed.context import single_process
 from trainclock.train.loop import train_step
 from trainclock.workloads.base import RunSettings
 from trainclock.workloads.bert import WORKLOAD
 from trainclock.workloads.bert.model import bert_config
 from trainclock.workloads.bert.spec import get_member
-
-CPU = torch.device("cpu")
-
-
-def machine_peak() -> float:
-    return max(matmul_peak_flops(CPU, torch.bfloat16), matmul_peak_flops(CPU, torch.float32))
-
-
-def autocast_for(precision: str):
-    return (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
-
-
-def timed(step, steps: int) -> float:
-    step(0)  # first-touch, allocator warm-up and compilation, untimed
-    start = time.perf_counter()
-    for s in range(1, steps + 1):
-        step(s)
-    return (time.perf_counter() - start) / steps
+from timing import CPU, autocast_for, timed_at_peak
 
 
 def plain_step(job, precision: str, batches, compiled: bool):
@@ -99,9 +79,7 @@ def main() -> None:
 
         row = {}
         for name, step in (("trainclock", ours), ("plain", plain)):
-            before = machine_peak()
-            seconds = timed(step, args.steps)
-            peak = (before + machine_peak()) / 2
+            seconds, peak = timed_at_peak(step, args.steps, first=1, warm_up=1)
             row[name] = (tokens / seconds, job.flops_per_sample * spec.global_batch_size / seconds / peak)
             print(f"  {label:13} {name:10} {row[name][0]:8,.0f} tokens/s  MFU {row[name][1]:6.1%}  "
                   f"(peak {peak / 1e9:,.0f} GFLOP/s)")

@@ -17,21 +17,17 @@ around each timing: the CPU is shared and its speed drifts) and the ratio trainc
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import time
 
 import torch
 from torch import nn
 
-from trainclock.device.peak import matmul_peak_flops
 from trainclock.distributed.context import single_process
 from trainclock.train.loop import train_step
 from trainclock.workloads.base import RunSettings
 from trainclock.workloads.dlrm_dcnv2 import WORKLOAD
 from trainclock.workloads.dlrm_dcnv2.spec import get_member
-
-CPU = torch.device("cpu")
+from timing import CPU, autocast_for, timed, timed_at_peak
 
 
 class PlainDlrm(nn.Module):
@@ -52,22 +48,6 @@ class PlainDlrm(nn.Module):
         for v, w in zip(self.cross.V, self.cross.W):
             x = x0 * w(v(x)) + x
         return self.top(x).squeeze(1)
-
-
-def machine_peak() -> float:
-    return max(matmul_peak_flops(CPU, torch.bfloat16), matmul_peak_flops(CPU, torch.float32))
-
-
-def autocast_for(precision: str):
-    return (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
-
-
-def timed(step, steps: int) -> float:
-    step(0)  # first-touch and allocator warm-up, untimed
-    start = time.perf_counter()
-    for s in range(1, steps + 1):
-        step(s)
-    return (time.perf_counter() - start) / steps
 
 
 def jagged(batch: dict, multi_hot: list[int]) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
@@ -110,7 +90,7 @@ def main() -> None:
     ctx = single_process()
     for precision in ("fp32", "bf16"):
         job = WORKLOAD.build_job(spec, ctx, CPU, 1, RunSettings())
-        loader = timed(job.batch, args.steps)
+        loader = timed(job.batch, args.steps, first=1, warm_up=1)
         print(f"  loader alone: {gbs / loader:10,.0f} samples/s (memory-mapped day files, hashed ids)")
         batches = [job.batch(s) for s in range(args.steps + 1)]  # the loop's own batches, for both loops
         plain = plain_step(job, precision, batches, multi_hot, spec.learning_rate)  # copies the start weights
@@ -121,9 +101,7 @@ def main() -> None:
 
         row = {}
         for name, step in (("trainclock", ours), ("plain", plain)):
-            before = machine_peak()
-            seconds = timed(step, args.steps)
-            peak = (before + machine_peak()) / 2
+            seconds, peak = timed_at_peak(step, args.steps, first=1, warm_up=1)
             row[name] = (gbs / seconds, job.flops_per_sample * gbs / seconds / peak)
             print(f"  {precision:4} {name:10} {row[name][0]:8,.0f} samples/s  MFU {row[name][1]:6.1%}  "
                   f"(peak {peak / 1e9:,.0f} GFLOP/s)")

@@ -21,9 +21,7 @@ the CPU is shared and its speed drifts), the ratio trainclock / plain, then the 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import time
 from dataclasses import replace
 
 import torch
@@ -31,7 +29,6 @@ import torchvision.transforms.v2 as T
 from torch.utils.data import DataLoader
 from torchvision.datasets import ImageFolder
 
-from trainclock.device.peak import matmul_peak_flops
 from trainclock.distributed.context import single_process
 from trainclock.train.loop import train_step
 from trainclock.workloads.base import RunSettings
@@ -41,23 +38,7 @@ from trainclock.workloads.resnet.data.prepare import prepare
 from trainclock.workloads.resnet.data.transforms import MEAN, STD
 from trainclock.workloads.resnet.model import build_model
 from trainclock.workloads.resnet.spec import get_member
-
-CPU = torch.device("cpu")
-
-
-def machine_peak() -> float:
-    return max(matmul_peak_flops(CPU, torch.bfloat16), matmul_peak_flops(CPU, torch.float32))
-
-
-def autocast_for(precision: str):
-    return (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
-
-
-def timed(step, steps: int, first: int = 0) -> float:
-    start = time.perf_counter()
-    for s in range(first, first + steps):
-        step(s)
-    return (time.perf_counter() - start) / steps
+from timing import CPU, autocast_for, timed, timed_at_peak
 
 
 def interleaved(steps: dict, count: int, rounds: int = 3) -> dict[str, tuple[float, float]]:
@@ -70,9 +51,7 @@ def interleaved(steps: dict, count: int, rounds: int = 3) -> dict[str, tuple[flo
     per_round = max(1, count // rounds)
     for r in range(rounds):
         for name, step in steps.items():
-            before = machine_peak()
-            seconds = timed(step, per_round, 3 + r * per_round)
-            peak = (before + machine_peak()) / 2
+            seconds, peak = timed_at_peak(step, per_round, 3 + r * per_round)
             if name not in best or seconds < best[name][0]:
                 best[name] = (seconds, peak)
     return best

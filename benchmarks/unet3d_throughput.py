@@ -18,38 +18,18 @@ trainclock / plain. The FLOPs are the same for both (the convolutions of one pat
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import os
-import time
 
 import torch
 
-from trainclock.device.peak import matmul_peak_flops
 from trainclock.distributed.context import single_process
 from trainclock.train.loop import train_step
 from trainclock.workloads.base import RunSettings
 from trainclock.workloads.unet3d import WORKLOAD
 from trainclock.workloads.unet3d.loss import dice_ce_loss
 from trainclock.workloads.unet3d.spec import get_member
-
-CPU = torch.device("cpu")
-
-
-def machine_peak() -> float:
-    return max(matmul_peak_flops(CPU, torch.bfloat16), matmul_peak_flops(CPU, torch.float32))
-
-
-def autocast_for(precision: str):
-    return (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
-
-
-def timed(step, steps: int) -> float:
-    step(0)  # first-touch and allocator warm-up, untimed
-    start = time.perf_counter()
-    for s in range(1, steps + 1):
-        step(s)
-    return (time.perf_counter() - start) / steps
+from timing import CPU, autocast_for, timed_at_peak
 
 
 def plain_step(job, precision: str, batches):
@@ -90,9 +70,7 @@ def main() -> None:
 
         row = {}
         for name, step in (("trainclock", ours), ("plain", plain)):
-            before = machine_peak()
-            seconds = timed(step, args.steps)
-            peak = (before + machine_peak()) / 2
+            seconds, peak = timed_at_peak(step, args.steps, first=1, warm_up=1)
             samples_per_s = spec.global_batch_size / seconds
             row[name] = (samples_per_s, job.flops_per_sample * samples_per_s / peak)
             print(f"  {precision:4} {name:10} {samples_per_s:7.2f} patches/s  {samples_per_s * voxels / 1e6:6.2f} Mvoxel/s  "

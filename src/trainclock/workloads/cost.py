@@ -161,6 +161,20 @@ class WorkloadCost(Protocol):
         return None
 
 
+def transformer_layer_activation_bytes(seq_len: int, micro_batch: int, hidden: int, heads: int, tp: int,
+                                       sequence_parallel: bool, recompute: str) -> float:
+    """What one transformer layer keeps for its backward pass, in 16-bit values (Korthikanti et al.
+    2022, Table 2): s*b*h*(34/t + 5*a*s/(h*t)) with sequence parallelism, s*b*h*(10 + 24/t +
+    5*a*s/(h*t)) without; selective recomputation drops the 5*a*s/h attention scores, full keeps
+    only the layer's input."""
+    s, b, h, a, t = seq_len, micro_batch, hidden, heads, tp
+    if recompute == "full":
+        return 2 * s * b * h / (t if sequence_parallel else 1)
+    per_token_width = 34 / t if sequence_parallel else 10 + 24 / t
+    attention_scores = 5 * a * s / (h * t) if recompute == "none" else 0.0
+    return s * b * h * (per_token_width + attention_scores)
+
+
 class SpecCost(WorkloadCost):
     """A cost model over a member's spec (a dataclass field `spec` in the subclass) whose name,
     MLPerf key, batch size and eval cadence are the spec's own `name`, `mlperf_benchmark`,

@@ -1,9 +1,7 @@
 """The planner's cost model of a BERT member (workloads/cost.py says how the planner uses it).
 
-An encoder layer is a GPT layer without the causal mask, so activations follow the same
-Korthikanti et al. 2022 terms (16-bit): s*b*h*(34/t + 5*a*s/(h*t)) with sequence parallelism,
-s*b*h*(10 + 24/t + 5*a*s/(h*t)) without; selective recomputation drops the attention scores, full
-keeps each layer's input. The masked-LM head runs on the masked positions only (the reference
+An encoder layer is a GPT layer without the causal mask, so its activations are the same
+Korthikanti et al. 2022 terms (workloads.cost.transformer_layer_activation_bytes). The masked-LM head runs on the masked positions only (the reference
 gathers them), so its logits are small next to GPT's.
 
 Convergence: bert-large from MLPerf's reference convergence points (rcps_bert.json, in samples);
@@ -20,7 +18,8 @@ from trainclock.workloads import evidence
 from trainclock.workloads.base import QualityTarget
 from trainclock.workloads.bert.metric import METRIC
 from trainclock.workloads.bert.spec import MEMBERS, BertSpec, get_member, target_evidence
-from trainclock.workloads.cost import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
+from trainclock.workloads.cost import (ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence,
+                                      transformer_layer_activation_bytes)
 
 LAMB_STATE_BYTES = 8  # two fp32 moments per parameter
 LOGIT_BYTES = 4 * 2  # fp32 logits and their gradient
@@ -79,12 +78,9 @@ class BertCost(SpecCost):
         return self.spec.eval_samples
 
     def layer_activation_bytes(self, micro_batch: int, tp: int, sequence_parallel: bool, recompute: str) -> float:
-        s, b, h, a, t = self.spec.seq_len, micro_batch, self.spec.shape.hidden, self.spec.shape.n_head, tp
-        if recompute == "full":
-            return 2 * s * b * h / (t if sequence_parallel else 1)
-        per_token_width = 34 / t if sequence_parallel else 10 + 24 / t
-        attention_scores = 5 * a * s / (h * t) if recompute == "none" else 0.0
-        return s * b * h * (per_token_width + attention_scores)
+        shape = self.spec.shape
+        return transformer_layer_activation_bytes(self.spec.seq_len, micro_batch, shape.hidden, shape.n_head, tp,
+                                                  sequence_parallel, recompute)
 
     def output_bytes(self, micro_batch: int, tp: int) -> float:
         return micro_batch * self.spec.max_predictions * self.spec.shape.vocab_size * LOGIT_BYTES / tp

@@ -2,9 +2,7 @@
 
 FLOPs and parameters come from GPTShape's own formulas (model.py) rather than written again here.
 Activations per layer follow Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
-Transformer Models", Table 2), in 16-bit: s*b*h*(34/t + 5*a*s/(h*t)) with sequence parallelism,
-s*b*h*(10 + 24/t + 5*a*s/(h*t)) without; selective recomputation drops the 5*a*s/h attention
-term; full recomputation keeps only each layer's input (2*s*b*h).
+Transformer Models", Table 2), as workloads.cost.transformer_layer_activation_bytes gives them.
 
 Convergence: gpt3-175b from MLPerf's reference convergence points (rcps_gpt3.json); trainclock's
 measured members from the tokens at which each recorded reference run (targets/<member>.json)
@@ -19,7 +17,8 @@ from pathlib import Path
 
 from trainclock.workloads import evidence
 from trainclock.workloads.base import QualityTarget
-from trainclock.workloads.cost import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
+from trainclock.workloads.cost import (ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence,
+                                      transformer_layer_activation_bytes)
 from trainclock.workloads.gpt3.spec import MEMBERS, METRIC, GPT3Spec, get_member, target_evidence
 
 LOGIT_BYTES = 4 * 2  # fp32 logits and their gradient, per vocabulary entry and token
@@ -83,12 +82,9 @@ class GPT3Cost(SpecCost):
         return self.spec.eval_sequences
 
     def layer_activation_bytes(self, micro_batch: int, tp: int, sequence_parallel: bool, recompute: str) -> float:
-        s, b, h, a, t = self.spec.seq_len, micro_batch, self.spec.shape.d_model, self.spec.shape.n_head, tp
-        if recompute == "full":
-            return 2 * s * b * h / (t if sequence_parallel else 1)
-        per_token_width = 34 / t if sequence_parallel else 10 + 24 / t
-        attention_scores = 5 * a * s / (h * t) if recompute == "none" else 0.0
-        return s * b * h * (per_token_width + attention_scores)
+        shape = self.spec.shape
+        return transformer_layer_activation_bytes(self.spec.seq_len, micro_batch, shape.d_model, shape.n_head, tp,
+                                                  sequence_parallel, recompute)
 
     @property
     def recompute_choices(self) -> tuple[str, ...]:

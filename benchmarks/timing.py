@@ -1,0 +1,41 @@
+"""What the throughput scripts share: seconds per step, the machine's matmul peak measured around
+a timing (a shared CPU's speed drifts over a run), and autocast by precision name."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+
+import torch
+
+from trainclock.device.peak import matmul_peak_flops
+
+CPU = torch.device("cpu")
+
+
+def machine_peak(device: torch.device = CPU) -> float:
+    """The faster of the bf16 and fp32 matmul peaks: MFU against what the machine can do at best."""
+    return max(matmul_peak_flops(device, torch.bfloat16), matmul_peak_flops(device, torch.float32))
+
+
+def autocast_for(precision: str) -> Callable[[], contextlib.AbstractContextManager]:
+    return (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
+
+
+def timed(step: Callable[[int], object], steps: int, first: int = 0, warm_up: int = 0) -> float:
+    """Seconds per step of steps first..first+steps-1, after `warm_up` untimed steps just before
+    them (first-touch, allocator warm-up, compilation)."""
+    for s in range(first - warm_up, first):
+        step(s)
+    start = time.perf_counter()
+    for s in range(first, first + steps):
+        step(s)
+    return (time.perf_counter() - start) / steps
+
+
+def timed_at_peak(step: Callable[[int], object], steps: int, first: int = 0, warm_up: int = 0) -> tuple[float, float]:
+    """(seconds per step, the machine peak averaged from just before and just after the timing)."""
+    before = machine_peak()
+    seconds = timed(step, steps, first, warm_up)
+    return seconds, (before + machine_peak()) / 2

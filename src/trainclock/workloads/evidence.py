@@ -76,9 +76,11 @@ def mfus(runs: Sequence[dict] | None) -> list[float]:
 
 
 def convergence(member: str, runs: Sequence[dict], quality: Sequence[QualityTarget],
-                global_batch_size: int) -> ConvergencePoints:
-    """The planner's convergence point of a measured member: the median progress units at which its
-    reference runs first met every target, at the batch size they trained with."""
+                global_batch_size: int, units_per_progress: float = 1) -> ConvergencePoints:
+    """The planner's convergence point of a measured member: the median progress at which its
+    reference runs first met every target, at the batch size they trained with; the runs record
+    the loop's units, `units_per_progress` of them to one unit of the cost model's progress (an
+    epoch's samples where the cost model counts epochs)."""
     reached = []
     for run in runs:
         try:
@@ -88,7 +90,7 @@ def convergence(member: str, runs: Sequence[dict], quality: Sequence[QualityTarg
         if units is None:
             raise DataError(f"targets/{member}.json: a reference run (seed {run.get('seed')}) never met the target "
                             f"{', '.join(f'{t.metric} {t.threshold}' for t in quality)}; record it again")
-        reached.append(units)
+        reached.append(units / units_per_progress)
     return ConvergencePoints(((global_batch_size, float(statistics.median(reached))),),
                              f"median of {len(reached)} trainclock reference runs")
 

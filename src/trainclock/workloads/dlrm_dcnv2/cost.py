@@ -19,7 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainclock.errors import DataError
 from trainclock.workloads import evidence
 from trainclock.workloads.base import QualityTarget
 from trainclock.workloads.cost import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
@@ -114,16 +113,8 @@ class DlrmCost(SpecCost):
         runs = target_evidence(spec.name).get("runs") or []
         if not runs:
             return None  # a provisional target: nothing measured yet
-        quality = (QualityTarget(METRIC, spec.target_auc, "higher"),)
-        reached = []
-        for run in runs:
-            samples = evidence.units_to_target(run, quality)  # the loop's units are samples
-            if samples is None:
-                raise DataError(f"targets/{spec.name}.json: a reference run (seed {run.get('seed')}) never "
-                                f"reaches the target {spec.target_auc}")
-            reached.append(samples / spec.samples_per_epoch)
-        return ConvergencePoints(((spec.global_batch_size, float(statistics.median(reached))),),
-                                 f"median of {len(reached)} trainclock reference runs")
+        quality = (QualityTarget(METRIC, spec.target_auc, "higher"),)  # the loop's units are samples
+        return evidence.convergence(spec.name, runs, quality, spec.global_batch_size, spec.samples_per_epoch)
 
     def measured_efficiency(self) -> tuple[float, str] | None:
         mfus = evidence.mfus(target_evidence(self.spec.name).get("runs")) if self.spec.data == "clicks" else []

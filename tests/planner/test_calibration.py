@@ -1,5 +1,6 @@
 """The calibration against the published GPT-3 results in shared/mlperf-results: it must reproduce
-what it was fitted on and predict what it was not (the issue's goal: mean <= 5%, worst <= 10%)."""
+what it was fitted on and predict what it was not, in total and part by part (the goal: mean <= 3%,
+worst <= 6% on entries left out of the fit)."""
 
 import pytest
 
@@ -34,26 +35,52 @@ def test_fit_reproduces_its_entries_and_logs(report):
     assert max(timing_errors) < 0.06 and sum(timing_errors) / len(timing_errors) < 0.025
     for fit in report.fits.values():
         assert 0.2 < fit.efficiency.compute < 0.9  # a physically sensible fraction of peak
-    for log in report.logs:  # evaluation times are fitted; step times are not, yet agree
+    for log in report.logs:  # fitted to evaluation and steady step times (with the scores)
         assert log.model_eval_s == pytest.approx(log.logged_eval_s, rel=0.01)
         assert log.model_step_s == pytest.approx(log.logged_step_s, rel=0.08)
 
 
-def test_leave_one_out_meets_the_goal_on_entries_left_out_of_the_fit(report):
+def test_a_log_is_measured_part_by_part(data):
+    eos = data.timings["h100-sxm/v3.1"]  # one run of 288 steps at batch 2048, 24 evaluations
+    assert eos.steps == pytest.approx(288) and eos.evaluations == 24
+    assert eos.mean_step_s == pytest.approx(11.066, abs=0.01)
+    assert eos.mean_train_s + eos.mean_evals_s + eos.mean_remainder_s == pytest.approx(eos.mean_run_s)
+    gaudi = data.timings["gaudi2/v3.0"]  # start-up inside the timed region: minutes, not seconds
+    assert 100 < gaudi.mean_remainder_s < 400
+
+
+def test_parts_add_up_and_are_checked_where_the_entry_has_logs(report, data):
+    with_logs = {s.timing_entry for s in data.stacks.values()}
+    for row in report.leave_one_out:
+        assert (row.parts is not None) == (row.entry.key in with_logs)
+        if row.parts:
+            for side in (row.parts.measured, row.parts.predicted):
+                assert side["training"] + side["evaluations"] + side["rest"] == pytest.approx(side["total"])
+
+
+def test_leave_one_out_meets_the_goal_in_total_on_entries_left_out_of_the_fit(report):
     assert len(report.leave_one_out) == 11
     for row in report.leave_one_out:
         assert row.entry.key not in row.fit.fitted_on  # really left out
     mean, worst = calibrate.error_summary(report.leave_one_out)
     assert mean <= GOAL_MEAN_ERROR and worst <= GOAL_WORST_ERROR, (mean, worst)
-    assert report.meets_goal
 
 
-def test_fit_on_small_systems_predicts_3584_gpus(report, data):
-    (row,) = report.extrapolation
-    assert row.entry.published.accelerators == 3584 and EXTRAPOLATE_FROM == 1536
-    assert all(data.entry(key).published.accelerators <= 1536 for key in row.fit.fitted_on)
-    assert "borrowed" in row.fit.overhead_source  # its own log was left out with it
-    assert abs(row.error) <= GOAL_WORST_ERROR, row.error
+def test_fit_on_small_systems_predicts_1536_and_3584_gpus_in_total(report, data):
+    assert EXTRAPOLATE_FROM == 768
+    assert sorted(r.entry.published.accelerators for r in report.extrapolation) == [1536, 3584]
+    for row in report.extrapolation:
+        assert all(data.entry(key).published.accelerators <= 768 for key in row.fit.fitted_on)
+    (big,) = [r for r in report.extrapolation if r.entry.published.accelerators == 3584]
+    assert "borrowed" in big.fit.overhead_source  # its own log was left out with it
+    mean, worst = calibrate.error_summary(report.extrapolation)
+    assert mean <= GOAL_MEAN_ERROR and worst <= GOAL_WORST_ERROR, (mean, worst)
+
+
+def test_the_verdict_covers_the_training_part_too(report):
+    rows = {(name, part): summary for name, part, summary in report.goal_rows()}
+    assert set(rows) == {(n, p) for n in ("leave-one-out", "extrapolation") for p in ("total", "training")}
+    assert report.meets_goal == all(s[0] <= GOAL_MEAN_ERROR and s[1] <= GOAL_WORST_ERROR for s in rows.values() if s)
 
 
 def test_projection_to_10752_gpus_lands_near_the_published_eos_result(report):

@@ -32,7 +32,7 @@ from trainclock.planner.hardware import THIS_CPU, Accelerator, by_alias
 from trainclock.planner.mlperf_data import LogTiming, PublishedEntry, log_timing, read_published
 from trainclock.planner.plan import Plan, complete, parse_layout
 from trainclock.planner.predict import Prediction, predict
-from trainclock.planner.step_time import Efficiency, eval_seconds
+from trainclock.planner.step_time import Efficiency, eval_seconds, step_time
 from trainclock.planner.workload import cost_model
 from trainclock.workloads.cost import WorkloadCost
 
@@ -97,6 +97,8 @@ class Check:
     predicted_min: float  # progress from the convergence model
     timed_min: float  # with what the scored run trained: the step-time model alone
 
+    parts: "PartCheck | None" = None  # where the entry's own logs are in the data
+
     @property
     def error(self) -> float:
         return self.predicted_min / self.measured_min - 1
@@ -104,6 +106,21 @@ class Check:
     @property
     def timing_error(self) -> float:
         return self.timed_min / self.measured_min - 1
+
+
+PARTS = ("training", "evaluations", "rest", "total")
+
+
+@dataclass(frozen=True)
+class PartCheck:
+    """A mean run of an entry's logs, part by part (seconds), against the model's run of the same
+    progress: steady training, evaluations, and the rest of the timed region."""
+
+    measured: dict[str, float]
+    predicted: dict[str, float]
+
+    def error(self, part: str) -> float:
+        return self.predicted[part] / self.measured[part] - 1
 
 
 def load_calibration_data(folder: Path, catalogue: dict[str, Accelerator]) -> CalibrationData:
@@ -151,7 +168,10 @@ def modelled_eval_s(data: CalibrationData, entry: Entry, efficiency: Efficiency)
 
 
 def fit(data: CalibrationData, keys: Iterable[str] | None = None) -> dict[str, StackFit]:
-    """Fit every stack that has entries among `keys` (default: all entries)."""
+    """Fit every stack that has entries among `keys` (default: all entries): its matmul efficiency
+    to the entries' times to train and to its log's steady step time, its evaluation overhead to
+    the log's evaluations; its run overhead is what the log's timed region holds beyond both. A
+    log counts only when its entry is among `keys` (the others are what the fit is tested on)."""
     wanted = None if keys is None else set(keys)
     chosen = [e for e in data.entries if wanted is None or e.key in wanted]
     if not chosen:
@@ -160,18 +180,22 @@ def fit(data: CalibrationData, keys: Iterable[str] | None = None) -> dict[str, S
     stack_ids = sorted({e.stack.id for e in chosen})
     own_log = [s for s in stack_ids if s in data.timings and data.stacks[s].timing_entry in chosen_keys]
     lender = {s: s if s in own_log else _lender(data.stacks[s], [data.stacks[o] for o in own_log]) for s in stack_ids}
+    run_overhead = {s: max(0.0, data.timings[s].mean_remainder_s) for s in own_log}
 
     def efficiencies(x) -> dict[str, Efficiency]:
         overhead = dict(zip(own_log, x[len(stack_ids):]))
-        return {s: Efficiency(float(x[i]), float(overhead.get(lender[s], 0.0))) for i, s in enumerate(stack_ids)}
+        return {s: Efficiency(float(x[i]), float(overhead.get(lender[s], 0.0)), run_overhead.get(lender[s], 0.0))
+                for i, s in enumerate(stack_ids)}
 
     def residuals(x) -> list[float]:
         eff = efficiencies(x)
         r = [math.log(entry_prediction(data, e, eff[e.stack.id], e.published.scored_run_units).time_to_train_s / 60
                       / e.published.score_minutes) for e in chosen]
         for s in own_log:
-            measured = data.timings[s].mean_eval_s
-            r.append(math.log(modelled_eval_s(data, data.entry(data.stacks[s].timing_entry), eff[s]) / measured))
+            timing, entry = data.timings[s], data.entry(data.stacks[s].timing_entry)
+            r.append(math.log(modelled_eval_s(data, entry, eff[s]) / timing.mean_eval_s))
+            r.append(math.log(step_time(data.cost, timing.global_batch_size, entry.plan, entry.stack.accelerator,
+                                        eff[s]).step_s / timing.mean_step_s))
         return r
 
     n_own = len(own_log)
@@ -202,8 +226,19 @@ def check(data: CalibrationData, fits: dict[str, StackFit], entries: Iterable[En
         f = fits[e.stack.id]
         rows.append(Check(e, f, e.published.score_minutes,
                           entry_prediction(data, e, f.efficiency).time_to_train_s / 60,
-                          entry_prediction(data, e, f.efficiency, e.published.scored_run_units).time_to_train_s / 60))
+                          entry_prediction(data, e, f.efficiency, e.published.scored_run_units).time_to_train_s / 60,
+                          _parts(data, e, f.efficiency)))
     return rows
+
+
+def _parts(data: CalibrationData, entry: Entry, efficiency: Efficiency) -> PartCheck | None:
+    timing = data.timings.get(entry.stack.id)
+    if timing is None or entry.stack.timing_entry != entry.key:
+        return None
+    run = entry_prediction(data, entry, efficiency, timing.mean_units)
+    return PartCheck(
+        measured=dict(zip(PARTS, (timing.mean_train_s, timing.mean_evals_s, timing.mean_remainder_s, timing.mean_run_s))),
+        predicted=dict(zip(PARTS, (run.train_s, run.evals_s, run.run_overhead_s, run.time_to_train_s))))
 
 
 def leave_one_out(data: CalibrationData) -> list[Check]:
@@ -224,10 +259,15 @@ def extrapolation(data: CalibrationData, max_fitted: int) -> list[Check]:
     return check(data, fits, [e for e in data.entries if e.published.accelerators > max_fitted and e.stack.id in fits])
 
 
-def error_summary(rows: list[Check]) -> tuple[float, float]:
-    """(mean absolute error, worst absolute error) of end-to-end predictions, as fractions."""
-    errors = [abs(r.error) for r in rows]
-    return statistics.fmean(errors), max(errors)
+def error_summary(rows: list[Check], part: str = "total") -> tuple[float, float] | None:
+    """(mean absolute error, worst absolute error), as fractions, of the end-to-end predictions
+    (part "total": against the official scores) or of one part of the runs in the entries' logs;
+    None when no row has that part."""
+    if part == "total":
+        errors = [abs(r.error) for r in rows]
+    else:
+        errors = [abs(r.parts.error(part)) for r in rows if r.parts is not None]
+    return (statistics.fmean(errors), max(errors)) if errors else None
 
 
 def own_runs_efficiency(cost: WorkloadCost) -> tuple[Efficiency, str]:

@@ -98,15 +98,40 @@ def read_published(folder: Path) -> list[PublishedEntry]:
 
 @dataclass(frozen=True)
 class LogTiming:
-    """Evaluation and training-step times measured in a result folder's logs."""
+    """A result folder's timed region, part by part (means over its runs): training steps,
+    evaluations, and what remains (start-up inside the timed region, the first steps' warm-up
+    beyond a steady step, checkpoints)."""
 
     folder: Path
     runs: int
     evaluations: int  # over all runs
     mean_eval_s: float  # eval_stop - eval_start
-    mean_step_s: float  # (run time - evaluation time) / optimizer steps
+    mean_step_s: float  # a steady optimizer step: the training between two evaluations over its steps (median)
     global_batch_size: int
     gradient_accumulation_steps: int | None
+    mean_units: float = 0.0  # progress to the last evaluation, per run
+    mean_run_s: float = 0.0  # run_stop - run_start, per run
+    mean_evals_s: float = 0.0  # all evaluations of a run
+    units_per_sample: float = 1.0
+
+    @property
+    def steps(self) -> float:
+        """Optimizer steps of a mean run (its progress over the units a step trains)."""
+        return self.mean_units / self._units_per_step
+
+    @property
+    def mean_train_s(self) -> float:
+        """Training of a mean run at the steady step time."""
+        return self.steps * self.mean_step_s
+
+    @property
+    def mean_remainder_s(self) -> float:
+        """The timed region that is neither steady training nor evaluation."""
+        return self.mean_run_s - self.mean_train_s - self.mean_evals_s
+
+    @property
+    def _units_per_step(self) -> float:
+        return self.global_batch_size * self.units_per_sample
 
 
 def log_timing(folder: Path, units_per_sample: float) -> LogTiming:
@@ -115,7 +140,8 @@ def log_timing(folder: Path, units_per_sample: float) -> LogTiming:
     logs = sorted(folder.glob("result_*.txt"))
     if not logs:
         raise DataError(f"no result_*.txt logs in {folder}")
-    eval_seconds, step_seconds, batches, accumulation = [], [], set(), set()
+    eval_seconds, steady_steps, run_seconds, run_units, run_evals = [], [], [], [], []
+    batches, accumulation = set(), set()
     for path in logs:
         events, _malformed = read_events(path)
         by_key = defaultdict(list)
@@ -129,21 +155,35 @@ def log_timing(folder: Path, units_per_sample: float) -> LogTiming:
         except (ValueError, KeyError, IndexError, TypeError):
             raise DataError(f"{path}: needs run_start, run_stop, global_batch_size and eval_accuracy with "
                             f"metadata epoch_num (progress) to time its steps") from None
-        durations = _eval_durations(by_key["eval_start"], by_key["eval_stop"], path)
+        spans = _eval_spans(by_key["eval_start"], by_key["eval_stop"], path)
+        durations = [(b - a) / 1000 for _, a, b in spans]
         eval_seconds.extend(durations)
-        step_seconds.append(((stop - start) / 1000 - sum(durations)) / (units / (gbs * units_per_sample)))
+        # steady training: from one evaluation's end to the next one's start, over the steps between them
+        # (the first interval carries the start-up and warm-up, so it is left to the remainder)
+        step_units = gbs * units_per_sample
+        for (u0, _, stop0), (u1, start1, _) in zip(spans, spans[1:]):
+            if u1 > u0:
+                steady_steps.append((start1 - stop0) / 1000 / ((u1 - u0) / step_units))
+        if len(spans) < 2:  # one evaluation: the whole run, less it, is the only measure of a step
+            steady_steps.append(((stop - start) / 1000 - sum(durations)) / (units / step_units))
+        run_seconds.append((stop - start) / 1000)
+        run_units.append(units)
+        run_evals.append(sum(durations))
         batches.add(gbs)
         accumulation.update(int(e.value) for e in by_key["gradient_accumulation_steps"])
     if len(batches) != 1 or len(accumulation) > 1:
         raise DataError(f"the logs in {folder} disagree on global_batch_size or gradient_accumulation_steps")
     return LogTiming(folder=folder, runs=len(logs), evaluations=len(eval_seconds),
-                     mean_eval_s=statistics.fmean(eval_seconds), mean_step_s=statistics.fmean(step_seconds),
-                     global_batch_size=batches.pop(), gradient_accumulation_steps=accumulation.pop() if accumulation else None)
+                     mean_eval_s=statistics.fmean(eval_seconds), mean_step_s=statistics.median(steady_steps),
+                     global_batch_size=batches.pop(), gradient_accumulation_steps=accumulation.pop() if accumulation else None,
+                     mean_units=statistics.fmean(run_units), mean_run_s=statistics.fmean(run_seconds),
+                     mean_evals_s=statistics.fmean(run_evals), units_per_sample=units_per_sample)
 
 
-def _eval_durations(starts: list, stops: list, path: Path) -> list[float]:
-    """Each evaluation's length in seconds. Several ranks may log the same evaluation: events are
-    grouped by their epoch_num (progress) and the group's earliest start and latest stop kept."""
+def _eval_spans(starts: list, stops: list, path: Path) -> list[tuple[float, int, int]]:
+    """(progress, start ms, stop ms) of each evaluation, in order. Several ranks may log the same
+    evaluation: events are grouped by their epoch_num (progress) and the group's earliest start
+    and latest stop kept."""
     first_start, last_stop = {}, {}
     for e in starts:
         tag = e.metadata.get("epoch_num")
@@ -153,4 +193,7 @@ def _eval_durations(starts: list, stops: list, path: Path) -> list[float]:
         last_stop[tag] = max(last_stop.get(tag, e.time_ms), e.time_ms)
     if not first_start or set(first_start) != set(last_stop) or None in first_start:
         raise DataError(f"{path}: eval_start and eval_stop do not pair up by epoch_num")
-    return [(last_stop[t] - first_start[t]) / 1000 for t in first_start]
+    try:
+        return sorted((float(t), first_start[t], last_stop[t]) for t in first_start)
+    except (TypeError, ValueError):
+        raise DataError(f"{path}: eval_start/eval_stop epoch_num is not a number") from None

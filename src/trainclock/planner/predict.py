@@ -1,5 +1,5 @@
-"""Time-to-train of one plan: steps to the target x step time + evaluations x evaluation time,
-init excluded as in MLPerf (the clock runs from run_start to run_stop)."""
+"""Time-to-train of one plan: steps to the target x step time + evaluations x evaluation time +
+the run's fixed overhead (start-up and warm-up inside the timed region), init excluded as in MLPerf (the clock runs from run_start to run_stop)."""
 
 from __future__ import annotations
 
@@ -48,8 +48,12 @@ class Prediction:
         return self.evaluations * self.eval_s
 
     @property
+    def run_overhead_s(self) -> float:
+        return self.efficiency.run_overhead_s
+
+    @property
     def time_to_train_s(self) -> float:
-        return self.train_s + self.evals_s
+        return self.train_s + self.evals_s + self.run_overhead_s
 
     @property
     def samples_per_s(self) -> float:

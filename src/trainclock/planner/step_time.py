@@ -30,6 +30,7 @@ class Efficiency:
 
     compute: float  # fraction of peak FLOP/s the matmuls reach
     eval_overhead_s: float = 0.0  # fixed cost of one evaluation: loader, mode switch, loss reduction
+    run_overhead_s: float = 0.0  # once per run inside the timed region: start-up, warm-up, last checkpoint
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from trainclock.planner.planning import Calibrated
 from trainclock.planner.predict import Prediction
 from trainclock.planner.run_command import run_command
 from trainclock.planner.search import SearchResult
+from trainclock.planner.sensitivity import STEP, sensitivities
 from trainclock.planner.sweep import CurvePoint
 from trainclock.planner.validation import EXTRAPOLATE_FROM, GOAL_MEAN_ERROR, GOAL_WORST_ERROR, ValidationReport
 
@@ -85,8 +86,20 @@ def print_plan(p: Prediction, calibrated: Calibrated, found: SearchResult | None
     console.print(breakdown)
     _print_memory(p, console)
     _print_cost(p, cost, price, console)
+    _print_sensitivity(p, console)
     if found and len(found.ranked) > 1 and top > 1:
         _print_ranking(found, top, console)
+
+
+def _print_sensitivity(p: Prediction, console: Console) -> None:
+    table = Table(title=f"what moves this prediction most: each assumption at -{STEP:.0%} and +{STEP:.0%}, the layout held",
+                  title_justify="left")
+    for col in ("assumption", f"-{STEP:.0%}", f"+{STEP:.0%}"):
+        table.add_column(col, justify="left" if col == "assumption" else "right")
+    for row in sensitivities(p):
+        table.add_row(row.knob, f"{row.minus:+.2%}", f"{row.plus:+.2%}")
+    table.caption = "change of the time-to-train; measure the top rows first"
+    console.print(table)
 
 
 def _print_memory(p: Prediction, console: Console) -> None:

@@ -3,12 +3,14 @@ workload: <workload package>/targets/<member>.json (read back by trainclock.work
 
 Each seed trains the member with its own data and schedule for --budget-samples samples without
 stopping at a target (the full curve). For each quality metric the target is the worst best value
-any seed reached within the budget, rounded toward the easier side, so every reference seed reaches
-it. The budget is in samples, not seconds, so the target does not depend on how busy the machine
+any seed reached within the first (1 - --headroom) of the budget, rounded toward the easier side, so
+every reference seed reaches it with the rest of the budget to spare: a seed or a machine that was not
+measured (other CPU kernels round differently) then still reaches it within the member's budget,
+where the worst best over the whole budget fails about one new seed in n+1. The budget is in samples, not seconds, so the target does not depend on how busy the machine
 was; pick it as the samples this machine trains in the time you want. Each seed's time-to-target
 is read off its own eval curve (and is only as quiet as the machine was: the load is recorded).
 
-  python benchmarks/reference_targets.py resnet-mini --seeds 1,2,3 --budget-samples 60000 --write
+  python benchmarks/reference_targets.py resnet-mini --seeds 1,2,3 --budget-samples 60000 --headroom 0.2 --write
 """
 
 from __future__ import annotations
@@ -68,16 +70,21 @@ def main() -> None:
     p.add_argument("--seeds", default="1,2,3")
     p.add_argument("--budget-samples", type=int, required=True,
                    help="samples within which every seed must reach the target")
+    p.add_argument("--headroom", type=float, default=0.2,
+                   help="the share of the budget left to spare: the target is measured within the rest")
     p.add_argument("--precision", default="fp32", choices=("auto", "bf16", "fp32"))
     p.add_argument("--write", action="store_true", help="write targets/<member>.json in the workload's package")
     args = p.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
+    if not 0 <= args.headroom < 1:
+        p.error("--headroom is a share of the budget: pick a number in [0, 1)")
+    measured_within = int(args.budget_samples * (1 - args.headroom))
     workload, name = registry.find(args.member)
     with tempfile.TemporaryDirectory() as out:
         measured = [reference_run(name, seed, args.budget_samples, args.precision, Path(out)) for seed in seeds]
     runs, quality = [r for r, _ in measured], measured[0][1]
     targets = {t.metric: rounded_easier(
-        (min if t.direction == "higher" else max)(best_within(r, t, args.budget_samples) for r in runs), t.direction)
+        (min if t.direction == "higher" else max)(best_within(r, t, measured_within) for r in runs), t.direction)
         for t in quality}
     met = tuple(QualityTarget(t.metric, targets[t.metric], t.direction) for t in quality)
     for r in runs:
@@ -91,10 +98,12 @@ def main() -> None:
     shown = ", ".join(f"{m} {'>=' if t.direction == 'higher' else '<='} {targets[m]}" for m, t in
                       zip(targets, quality))
     summary = (f"reference runs, seeds {args.seeds}, eager {runs[0]['precision']} on {torch.get_num_threads()} threads: "
-               f"every seed reaches {shown} within {args.budget_samples:,} samples; median time-to-target "
+               f"every seed reaches {shown} within {measured_within:,} of the budget's {args.budget_samples:,} samples; "
+               f"median time-to-target "
                f"{median:.1f} s in these runs (load average {load[0]:.1f})")
     print(summary)
     evidence = {"targets": targets, "summary": summary, "budget_samples": args.budget_samples,
+                "measured_within_samples": measured_within,
                 "machine": f"{system.cpu_model()}, {torch.get_num_threads()} threads", "precision": runs[0]["precision"],
                 "load_average_1_5_15": [round(x, 2) for x in load], "torch": torch.__version__, "runs": runs}
     if args.write:

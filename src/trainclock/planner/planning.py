@@ -8,8 +8,8 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 
-from trainclock.errors import UsageError
-from trainclock.planner import calibrate, search
+from trainclock.errors import DataError, UsageError
+from trainclock.planner import calibrate, search, suite
 from trainclock.planner.convergence import ConvergenceModel, load_convergence
 from trainclock.planner.hardware import THIS_CPU, Accelerator
 from trainclock.planner.mlperf_data import results_dir
@@ -65,6 +65,14 @@ class Planner:
             return Calibrated(own, replace(Plan(), **calibrate.CPU_LAYOUT, precision=precision), source)
         if stack is None and efficiency is not None:
             return Calibrated(Efficiency(efficiency), self._generic_template(accelerator), "given (--efficiency)")
+        own_benchmark = stack is None and self.cost.benchmark not in suite.OWN_CALIBRATION
+        if own_benchmark and (found := self._suite_fit(accelerator)) is not None:
+            whose, fit = found
+            borrowed = "" if whose == accelerator.id else f", borrowed from {whose}"
+            return Calibrated(fit.efficiency, suite.template(accelerator),
+                              f"published v3.1 {self.cost.benchmark} scores of {len(fit.fitted_on)} {whose} "
+                              f"entr{'y' if len(fit.fitted_on) == 1 else 'ies'}{borrowed}"
+                              + (suite.OVERCOUNT_NOTE if fit.efficiency.compute > 1 else ""))
         fit = self._stack_fit(accelerator, stack)
         # the stack's habits, not its shape: tp, pp, dp and vp come from --layout or the search
         template = replace(Plan(), **{k: v for k, v in fit.stack.layout.items() if k not in LAYOUT_FIELDS})
@@ -72,7 +80,20 @@ class Planner:
             return Calibrated(Efficiency(efficiency, fit.efficiency.eval_overhead_s), template,
                               f"given (--efficiency), evaluation overhead of {fit.stack.id}")
         borrowed = "" if fit.stack.accelerator.id == accelerator.id else f", borrowed from {fit.stack.accelerator.id}"
+        if own_benchmark:  # no published result of this benchmark on this accelerator: GPT-3's stack stands in
+            borrowed += f"; no published {self.cost.benchmark} result on {accelerator.id}"
         return Calibrated(fit.efficiency, template, f"{fit.stack.id} ({fit.stack.software}){borrowed}")
+
+    @cached_property
+    def _suite(self) -> suite.Benchmark | None:
+        try:
+            data = suite.load_suite(suite.suite_dir(), self.catalogue, self.mlperf_folder, only=self.cost.benchmark)
+        except DataError:
+            return None  # no published scores beside the repository: the GPT-3 stacks stand in
+        return data.benchmarks.get(self.cost.benchmark)
+
+    def _suite_fit(self, accelerator: Accelerator) -> tuple[str, suite.GroupFit] | None:
+        return suite.fit_for(self._suite, accelerator) if self._suite is not None else None
 
     def _stack_fit(self, accelerator: Accelerator, stack: str | None) -> calibrate.StackFit:
         fits = self.calibration

@@ -1,0 +1,303 @@
+"""Calibration of every benchmark on the published MLPerf v3.1 scores (shared/mlperf-suite's
+published_v3.1_scores.csv: 194 entries of the nine benchmarks from the official summarizer).
+
+The table gives, per entry, the benchmark, the accelerator and its count and the official score,
+not the batch size or the layout. Each entry is therefore planned as the planner plans a user's
+question: the benchmark's full-size cost model (through the registry), MLPerf's reference
+convergence points, and the layout and batch size the search finds fastest, in bf16 with the
+generic software habits (data parallel with overlapped gradient sync for models that fit one
+device). What the calibration fits, per benchmark and accelerator: the matmul efficiency
+(a fraction of the bf16 peak), to the scores in log space; and per benchmark, the fixed cost of an
+evaluation, to the evaluations timed in the one result folder of the benchmark in shared/ (Dell's
+8 x H100 server), which accelerators without such a log borrow.
+
+Leave-one-out predicts each entry from a fit on the other entries of its benchmark and
+accelerator (the timing log too is left out with its own entry). Entries on CPUs only (no
+accelerator), on accelerators missing from the catalogue and in the open division are left out
+and counted; the GPT-3 entries have their own, layout-aware calibration (calibrate.py)."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from scipy.optimize import least_squares
+
+from trainclock.errors import DataError, UsageError
+from trainclock.mllog.reader import read_events
+from trainclock.planner import search
+from trainclock.planner.convergence import ConvergenceModel, load_convergence
+from trainclock.planner.hardware import Accelerator, by_alias
+from trainclock.planner.plan import Plan
+from trainclock.planner.predict import Prediction, predict
+from trainclock.planner.step_time import Efficiency, eval_seconds
+from trainclock.planner.workload import cost_model
+from trainclock.workloads import registry
+from trainclock.workloads.cost import WorkloadCost
+
+ENV_VAR = "TRAINCLOCK_MLPERF_SUITE"
+SCORES_CSV = "published_v3.1_scores.csv"
+OWN_CALIBRATION = ("gpt3",)  # benchmarks calibrated with their layouts and logs in calibrate.py
+GENERIC = {"sequence_parallel": False, "recompute": "none", "zero": 0, "overlap": True}
+DATA_PARALLEL = {"tp": 1, "pp": 1, "zero": 0}
+START_EFFICIENCY = 0.3  # where the fit starts, and the efficiency the search ranks layouts with
+# Above 1 where a cost model counts FLOPs the real runs skip (BERT's padding: the submissions pack
+# or unpad sequences, about half of a 512-token sample); the tables flag such fits.
+MAX_EFFICIENCY = 2.0
+OVERCOUNT_NOTE = " (above 100%: the cost model counts FLOPs the submissions skip, such as padding)"
+
+
+def suite_dir(explicit: Path | None = None) -> Path:
+    if explicit is not None:
+        candidates = [Path(explicit)]
+    elif os.environ.get(ENV_VAR):
+        candidates = [Path(os.environ[ENV_VAR])]
+    else:
+        candidates = [parent / "shared" / "mlperf-suite" for parent in Path(__file__).resolve().parents]
+    for folder in candidates:
+        if (folder / SCORES_CSV).is_file():
+            return folder
+    where = candidates[0] if len(candidates) == 1 else "shared/mlperf-suite beside the repository"
+    raise DataError(f"no {SCORES_CSV} in {where}; set {ENV_VAR} to a folder laid out as shared/mlperf-suite")
+
+
+@dataclass(frozen=True)
+class ScoreRow:
+    benchmark: str
+    division: str
+    submitter: str
+    system: str
+    accelerator_name: str
+    count: int
+    score_minutes: float
+
+    @property
+    def key(self) -> str:
+        return f"{self.submitter}/{self.system}"
+
+
+def read_scores(folder: Path) -> list[ScoreRow]:
+    path = folder / SCORES_CSV
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+        return [ScoreRow(r["benchmark"], r["division"], r["submitter"], r["system"], r["accelerator_model_name"],
+                         int(r["accelerators_count"]), float(r["official_score_minutes"])) for r in rows]
+    except (OSError, UnicodeDecodeError, csv.Error, KeyError, ValueError, TypeError) as e:
+        raise DataError(f"{path}: unreadable published scores ({type(e).__name__}: {e}); it should be the CSV "
+                        "shipped in shared/mlperf-suite") from None
+
+
+@dataclass(frozen=True)
+class EvalTiming:
+    """The evaluations inside the timed region of a result folder's runs (eval_start to eval_stop,
+    paired in order; evaluations after run_stop, as Stable Diffusion's, are outside it)."""
+
+    system: str
+    count: int  # accelerators of the system whose logs these are
+    mean_eval_s: float
+    evaluations: int
+
+
+def eval_timing(folder: Path, system: str, count: int) -> EvalTiming | None:
+    durations = []
+    for path in sorted(folder.glob("result_*.txt")):
+        events, _malformed = read_events(path)
+        times = defaultdict(list)
+        for e in events:
+            times[e.key].append(e.time_ms)
+        if not times["run_start"] or not times["run_stop"]:
+            continue
+        start, stop = min(times["run_start"]), max(times["run_stop"])
+        for a, b in zip(sorted(times["eval_start"]), sorted(times["eval_stop"])):
+            if start <= a <= b <= stop:
+                durations.append((b - a) / 1000)
+    return EvalTiming(system, count, statistics.fmean(durations), len(durations)) if durations else None
+
+
+@dataclass
+class Entry:
+    row: ScoreRow
+    accelerator: Accelerator
+    prediction: Prediction  # at the start efficiency: the layout and batch size the search chose
+
+    def predicted_minutes(self, efficiency: Efficiency) -> float:
+        p = self.prediction
+        return predict(p.cost, p.accelerator, p.global_batch_size, p.plan, efficiency,
+                       units=p.units).time_to_train_s / 60
+
+
+@dataclass
+class Benchmark:
+    key: str
+    cost: WorkloadCost
+    convergence: ConvergenceModel
+    groups: dict[str, list[Entry]] = field(default_factory=dict)  # by accelerator id
+    timing: EvalTiming | None = None
+    timing_accelerator: str | None = None
+    timing_entry: Entry | None = None
+
+
+@dataclass
+class SuiteData:
+    benchmarks: dict[str, Benchmark]
+    left_out: Counter  # why entries are not calibrated on
+
+
+def template(accelerator: Accelerator) -> Plan:
+    return replace(Plan(), precision="bf16" if "bf16" in accelerator.peak_flops else "fp32", **GENERIC)
+
+
+def load_suite(folder: Path, catalogue: dict[str, Accelerator], mlperf_dir, only: str | None = None) -> SuiteData:
+    """Every calibratable entry, planned at the start efficiency. `only`: one benchmark key."""
+    rows = read_scores(folder)
+    left_out: Counter = Counter()
+    benchmarks: dict[str, Benchmark] = {}
+    known = {w.key for w in registry.workloads()}
+    for row in rows:
+        if only is not None and row.benchmark != only:
+            continue
+        if row.benchmark in OWN_CALIBRATION:
+            left_out["GPT-3: calibrated with its layouts and logs (plan --validate's first tables)"] += 1
+            continue
+        if row.division != "closed":
+            left_out["open division"] += 1
+            continue
+        if row.count == 0:
+            left_out["CPUs only (no accelerator)"] += 1
+            continue
+        if row.benchmark not in known:
+            left_out[f"{row.benchmark}: no workload in this installation"] += 1
+            continue
+        try:
+            accelerator = by_alias(catalogue, row.accelerator_name)
+        except DataError:
+            left_out[f"accelerator not in the catalogue: {row.accelerator_name}"] += 1
+            continue
+        bench = benchmarks.get(row.benchmark)
+        if bench is None:
+            try:
+                cost = cost_model(row.benchmark)
+            except UsageError:
+                left_out[f"{row.benchmark}: no cost model"] += 1
+                continue
+            bench = benchmarks[row.benchmark] = Benchmark(row.benchmark, cost, load_convergence(cost, mlperf_dir))
+        entry = _plan_entry(bench, row, accelerator)
+        if entry is None:
+            left_out[f"{row.benchmark}: no layout fits {row.count} x {accelerator.id}"] += 1
+            continue
+        bench.groups.setdefault(accelerator.id, []).append(entry)
+    for bench in benchmarks.values():
+        _attach_timing(bench, folder)
+    return SuiteData(benchmarks, left_out)
+
+
+def _plan_entry(bench: Benchmark, row: ScoreRow, accelerator: Accelerator) -> Entry | None:
+    """Plain data parallelism where the model fits one device, as the submissions of these models
+    run; a search at one guessed efficiency would otherwise pick sharding or a pipeline whose
+    traffic only that efficiency hides, and the fit could not move the time (BERT went FSDP)."""
+    for given in (DATA_PARALLEL, {}):
+        found = search.search(bench.cost, accelerator, row.count, Efficiency(START_EFFICIENCY), template(accelerator),
+                              given, None, bench.convergence)
+        if found.ranked:
+            return Entry(row, accelerator, found.ranked[0])
+    return None
+
+
+def _attach_timing(bench: Benchmark, folder: Path) -> None:
+    """The benchmark's one result folder in shared/ whose entry is in the table."""
+    for accelerator_id, entries in bench.groups.items():
+        for entry in entries:
+            logs = folder / "v3.1" / entry.row.submitter / "results" / entry.row.system / bench.key
+            if logs.is_dir():
+                timing = eval_timing(logs, entry.row.key, entry.row.count)
+                if timing is not None:
+                    bench.timing, bench.timing_accelerator, bench.timing_entry = timing, accelerator_id, entry
+                    return
+
+
+@dataclass(frozen=True)
+class GroupFit:
+    efficiency: Efficiency
+    fitted_on: tuple[str, ...]  # entry keys
+    overhead_source: str
+
+
+def fit_group(bench: Benchmark, accelerator_id: str, exclude: str | None = None) -> GroupFit:
+    """The matmul efficiency of one accelerator's entries of a benchmark (all but `exclude`), with
+    the evaluation overhead fitted to the benchmark's timing log when it is this accelerator's and
+    its entry is not excluded, else that log's overhead from a fit of its own accelerator."""
+    entries = [e for e in bench.groups[accelerator_id] if e.row.key != exclude]
+    if not entries:
+        raise ValueError("nothing to fit")
+    own_log = (bench.timing is not None and bench.timing_accelerator == accelerator_id
+               and bench.timing_entry.row.key != exclude)
+    borrowed = 0.0
+    source = "no evaluation log: 0 s"
+    if own_log:
+        source = f"fitted to {bench.timing.system}'s log"
+    elif bench.timing is not None and bench.timing_entry.row.key != exclude:
+        borrowed = fit_group(bench, bench.timing_accelerator).efficiency.eval_overhead_s
+        source = f"borrowed from {bench.timing_accelerator} ({bench.timing.system}'s log)"
+
+    def efficiency(x) -> Efficiency:
+        return Efficiency(float(x[0]), float(x[1]) if own_log else borrowed)
+
+    def residuals(x) -> list[float]:
+        eff = efficiency(x)
+        r = [math.log(e.predicted_minutes(eff) / e.row.score_minutes) for e in entries]
+        if own_log:
+            p = bench.timing_entry.prediction
+            r.append(math.log(max(eval_seconds(p.cost, p.plan, p.accelerator, eff), 1e-6) / bench.timing.mean_eval_s))
+        return r
+
+    x0 = [START_EFFICIENCY] + ([1.0] if own_log else [])
+    bounds = ([1e-3] + ([0.0] if own_log else []), [MAX_EFFICIENCY] + ([3600.0] if own_log else []))
+    solution = least_squares(residuals, x0, bounds=bounds, x_scale="jac")
+    return GroupFit(efficiency(solution.x), tuple(e.row.key for e in entries), source)
+
+
+@dataclass(frozen=True)
+class SuiteCheck:
+    benchmark: str
+    entry: Entry
+    fit: GroupFit
+    predicted_min: float
+
+    @property
+    def measured_min(self) -> float:
+        return self.entry.row.score_minutes
+
+    @property
+    def error(self) -> float:
+        return self.predicted_min / self.measured_min - 1
+
+
+def leave_one_out(bench: Benchmark) -> list[SuiteCheck]:
+    """Each entry of an accelerator with at least two entries, from a fit on the others."""
+    rows = []
+    for accelerator_id, entries in sorted(bench.groups.items()):
+        if len(entries) < 2:
+            continue
+        for entry in entries:
+            f = fit_group(bench, accelerator_id, exclude=entry.row.key)
+            rows.append(SuiteCheck(bench.key, entry, f, entry.predicted_minutes(f.efficiency)))
+    return rows
+
+
+def fitted(bench: Benchmark) -> dict[str, GroupFit]:
+    return {accelerator_id: fit_group(bench, accelerator_id) for accelerator_id in sorted(bench.groups)}
+
+
+def fit_for(bench: Benchmark, accelerator: Accelerator) -> tuple[str, GroupFit] | None:
+    """The fit of the accelerator's own entries, else of the one it is `like` (an H200 runs an
+    H100's software), as (whose entries, fit); None where neither has a published result."""
+    for candidate in (accelerator.id, accelerator.like):
+        if candidate in bench.groups:
+            return candidate, fit_group(bench, candidate)
+    return None

@@ -1,0 +1,54 @@
+"""`plan --validate` for every benchmark but GPT-3: each published v3.1 entry predicted from a fit
+on the other entries of its benchmark and accelerator (leave-one-out), the fits on all entries,
+and the floor no model of accelerator and count can go below: entries on the same accelerators in
+the same number, by different submitters, differ among themselves."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from trainclock.planner import suite
+from trainclock.planner.hardware import Accelerator
+
+
+@dataclass(frozen=True)
+class BenchmarkReport:
+    key: str
+    fits: dict[str, suite.GroupFit]  # by accelerator id, on every entry
+    leave_one_out: list[suite.SuiteCheck]
+    same_hardware_spread: float | None  # mean |log| distance of an entry from its group's geometric mean
+    timing: suite.EvalTiming | None
+
+    @property
+    def error_summary(self) -> tuple[float, float] | None:
+        errors = [abs(r.error) for r in self.leave_one_out]
+        return (statistics.fmean(errors), max(errors)) if errors else None
+
+
+@dataclass(frozen=True)
+class SuiteReport:
+    benchmarks: list[BenchmarkReport]
+    left_out: Counter
+
+
+def same_hardware_spread(bench: suite.Benchmark) -> float | None:
+    """How far, on average, an entry's score is from the geometric mean of the entries on the same
+    accelerator in the same number (as a fraction): what the software and host alone change."""
+    groups = defaultdict(list)
+    for entries in bench.groups.values():
+        for e in entries:
+            groups[(e.accelerator.id, e.row.count)].append(math.log(e.row.score_minutes))
+    distances = [abs(x - statistics.fmean(logs)) for logs in groups.values() if len(logs) > 1 for x in logs]
+    return math.expm1(statistics.fmean(distances)) if distances else None
+
+
+def validate_suite(folder: Path, catalogue: dict[str, Accelerator], mlperf_dir: Callable[[], Path]) -> SuiteReport:
+    data = suite.load_suite(folder, catalogue, mlperf_dir)
+    reports = [BenchmarkReport(key, suite.fitted(bench), suite.leave_one_out(bench), same_hardware_spread(bench),
+                               bench.timing) for key, bench in sorted(data.benchmarks.items())]
+    return SuiteReport(reports, data.left_out)

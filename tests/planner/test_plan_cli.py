@@ -39,7 +39,7 @@ def test_plan_of_the_published_3584_gpu_system(run, mlperf_dir):
     assert code == 0
     assert f"{minutes:,.2f} min" in out
     assert minutes == pytest.approx(10.94, rel=0.10)  # the published score of this very system
-    assert "tp=4,pp=8,dp=112,vp=12,mb=1,sp=on,recompute=selective,zero=1,overlap=on,precision=fp8" in out
+    assert "tp=4,pp=8,dp=112,vp=12,mb=1,sp=on,recompute=selective,zero=1,overlap=on,gather=off,precision=fp8" in out
     assert "1,211,105,280 (MLPerf RCPs" in out and "220 steps" in out and "22 evaluations" in out
     for part in ("matmul compute", "tensor-parallel collectives", "pipeline bubble", "data-parallel sync",
                  "optimizer update", "optimizer states", "activations", "fits", "per result (3 runs", "kWh"):

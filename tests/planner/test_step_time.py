@@ -110,6 +110,21 @@ def test_data_parallel_traffic_is_a_ring_all_reduce_of_the_gradients_and_overlap
     fast = step_time(SMALL, 64, plan(tp=1, pp=1, dp=16, recompute="none", zero=1, overlap=True), acc, Efficiency(0.9))
     assert 2 * bucket < fast.dp_exposed_s < fast.dp_comm_s  # a quick backward hides only part
 
+    # a weight all-gather run after the optimizer step waits whole: every layer's bucket, plus the
+    # last gradient bucket that overlap could not hide
+    after = step_time(SMALL, 64, plan(tp=1, pp=1, dp=16, recompute="none", zero=1, overlap=True,
+                                      gather_overlap=False), acc, slow)
+    assert after.dp_exposed_s == pytest.approx(bucket + 12 * bucket)
+    assert after.dp_comm_s == hidden.dp_comm_s
+
+
+def test_the_gather_overlap_is_a_layout_key():
+    from trainclock.planner.plan import Plan, parse_layout
+
+    given = parse_layout("tp=4,gather=off")
+    assert given == {"tp": 4, "gather_overlap": False}
+    assert "gather=off" in Plan(gather_overlap=False).describe() and "gather" not in Plan().describe()
+    assert "ag-after" in Plan(gather_overlap=False).short()
 
 def test_optimizer_is_memory_bound_on_the_parameters_it_owns():
     layout = plan(tp=2, pp=2, dp=4, zero=1)

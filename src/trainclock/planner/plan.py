@@ -18,7 +18,8 @@ from trainclock.workloads.cost import RECOMPUTE
 LAYOUT_FIELDS = ("tp", "pp", "dp", "vp")  # --layout keys that set the Layout itself
 # --layout keys and the fields they set (of the Layout, or of the Plan)
 _KEYS = {"tp": "tp", "pp": "pp", "dp": "dp", "mb": "micro_batch", "vp": "vp", "sp": "sequence_parallel",
-         "recompute": "recompute", "zero": "zero", "overlap": "overlap", "precision": "precision"}
+         "recompute": "recompute", "zero": "zero", "overlap": "overlap", "gather": "gather_overlap",
+         "precision": "precision"}
 _BOOLS = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
 
 
@@ -34,6 +35,10 @@ class Plan:
     recompute: str = "selective"  # none | selective (the cheap-to-recompute part) | full (whole layer)
     zero: int = 1  # 0 nothing sharded over DP; 1 optimizer states; 2 and gradients; 3 and weights (FSDP)
     overlap: bool = True  # DP reduce/gather and pipeline sends overlap compute (bucketed, asynchronous)
+    # With zero 1/2 and overlap: the updated weights' all-gather hides behind the next forward, or
+    # (off) runs whole after the optimizer step, as distributed optimizers did before they could
+    # overlap it (Megatron's --overlap-param-gather).
+    gather_overlap: bool = True
     precision: str = "bf16"  # of the matmuls with weights: fp8, bf16 or fp32
 
     def __post_init__(self) -> None:
@@ -55,13 +60,14 @@ class Plan:
         layout = self.layout
         return (f"tp={layout.tp},pp={layout.pp},dp={layout.dp},vp={layout.vp},mb={self.micro_batch},"
                 f"sp={onoff[self.sequence_parallel]},recompute={self.recompute},zero={self.zero},"
-                f"overlap={onoff[self.overlap]},precision={self.precision}")
+                f"overlap={onoff[self.overlap]},{'' if self.gather_overlap else 'gather=off,'}precision={self.precision}")
 
     def short(self) -> str:
         """For tables: "tp4 pp8 dp112 vp12 mb1 sp sel z1 ovl fp8"."""
         layout = self.layout
         flags = [*(["sp"] if self.sequence_parallel else []), {"none": "norc", "selective": "sel", "full": "full"}[self.recompute],
-                 f"z{self.zero}", *(["ovl"] if self.overlap else []), self.precision]
+                 f"z{self.zero}", *(["ovl"] if self.overlap else []), *([] if self.gather_overlap else ["ag-after"]),
+                 self.precision]
         return f"tp{layout.tp} pp{layout.pp} dp{layout.dp} vp{layout.vp} mb{self.micro_batch} " + " ".join(flags)
 
 
@@ -87,7 +93,7 @@ def parse_layout(text: str) -> dict[str, object]:
 
 
 def _value(name: str, key: str, value: str) -> object:
-    if name in ("sequence_parallel", "overlap"):
+    if name in ("sequence_parallel", "overlap", "gather_overlap"):
         if value.lower() not in _BOOLS:
             raise UsageError(f"--layout {key}={value}: write {key}=on or {key}=off")
         return _BOOLS[value.lower()]

@@ -85,7 +85,7 @@ def _candidates(cost: WorkloadCost, accelerator: Accelerator, count: int, templa
                             layout = Layout(dp=given.get("dp", count // (tp * pp)), tp=tp, pp=pp, vp=vp)
                             yield replace(template, layout=layout, micro_batch=mb, recompute=recompute, zero=zero,
                                           sequence_parallel=given.get("sequence_parallel", template.sequence_parallel and tp > 1),
-                                          **{k: given[k] for k in ("overlap", "precision") if k in given})
+                                          **{k: given[k] for k in ("overlap", "gather_overlap", "precision") if k in given})
 
 
 def _zero_choices(cost: WorkloadCost, template: Plan) -> list[int]:

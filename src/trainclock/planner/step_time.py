@@ -209,7 +209,8 @@ def _data_parallel(cost: WorkloadCost, plan: Plan, accelerator: Accelerator, mb:
     deadlines = _weight_deadlines(layout, m, mb.forward + mb.tp_forward, layers_per_chunk)
     exposed = comm.exposed_after_ready(ready, reduce_bucket, end)
     if gather_bucket:
-        exposed += comm.delay_before_deadlines(deadlines, gather_bucket)
+        exposed += (comm.delay_before_deadlines(deadlines, gather_bucket) if plan.gather_overlap
+                    else buckets * gather_bucket)
     return total, exposed
 
 

@@ -14,6 +14,7 @@ import csv
 import io
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -84,6 +85,8 @@ class RunMeasurement:
     time_to_train_s: float  # run_stop - run_start
     units_per_s: float  # training steps only
     steps: int
+    hardware: float = 0.0  # what the run computed on, in hardware_unit (0: not known, count processes)
+    hardware_unit: str = "processes"
 
 
 @dataclass(frozen=True)
@@ -94,8 +97,9 @@ class SizeRow:
     units_per_s: float  # mean over the repeats
     time_to_train_s: float  # mean over the repeats
     speedup: float  # time-to-train of the first size / this one's
-    throughput_efficiency: float
+    throughput_efficiency: float  # speedups over the growth in `hardware` (SweepResult.hardware_unit)
     time_to_train_efficiency: float
+    hardware: float = 0.0  # mean over the repeats, in the runs' hardware unit
 
 
 @dataclass
@@ -107,6 +111,12 @@ class SweepResult:
     def rows(self) -> list[SizeRow]:
         # with a fixed CPU thread total the hardware does not grow with the process count
         return summarize(self.runs, fixed_hardware=self.plan.cpu_threads is not None)
+
+    @property
+    def hardware_unit(self) -> str:
+        """What efficiency divided by: the runs' hardware unit where every run knows it."""
+        units = {r.hardware_unit if r.hardware else "processes" for r in self.runs}
+        return units.pop() if len(units) == 1 else "processes"
 
 
 def subprocess_runner(argv: list[str], env: dict[str, str]) -> int:
@@ -151,7 +161,36 @@ def measure(log: Path, nproc: int, repeat: int, seed: int) -> RunMeasurement:
     except NoTimeToTrain as e:
         raise DataError(f"{log}: no time-to-train ({e}); the run did not finish") from None
     units_per_s, steps = training_throughput(log.with_name(log.stem + ".metrics.jsonl"))
-    return RunMeasurement(nproc, repeat, seed, str(log), run_status(events), ttt_ms / 1000, units_per_s, steps)
+    amount, unit = hardware_in_use(log, nproc)
+    return RunMeasurement(nproc, repeat, seed, str(log), run_status(events), ttt_ms / 1000, units_per_s, steps,
+                          amount, unit)
+
+
+CORES = "CPU cores in use"
+_THREADS = re.compile(r"torch intra-op threads: (\d+)")  # device.system.describe's hw_notes
+
+
+def hardware_in_use(log: Path, nproc: int) -> tuple[float, str]:
+    """What a run computed on, from the system description its tree keeps beside the results
+    (systems/<system>.json): accelerators, one per process; on CPUs the cores its processes' threads
+    occupy, at most the machine's, since more processes on the same cores add no hardware."""
+    system = log.parents[3] / "systems" / f"{log.parents[1].name}.json"
+    try:
+        fields = json.loads(system.read_text())
+    except (OSError, ValueError, IndexError):
+        return float(nproc), "processes"
+    if not isinstance(fields, dict):
+        return float(nproc), "processes"
+    if fields.get("accelerator_model_name"):
+        return float(nproc), "accelerators"
+    threads = _THREADS.search(str(fields.get("hw_notes", "")))
+    try:
+        cores = int(fields.get("host_processor_vcpu_count") or fields.get("host_processor_core_count") or 0)
+    except ValueError:
+        cores = 0
+    if threads is None or cores < 1:
+        return float(nproc), "processes"
+    return float(min(nproc * int(threads.group(1)), cores)), CORES
 
 
 def training_throughput(metrics: Path) -> tuple[float, int]:
@@ -183,20 +222,22 @@ def _units_row(row: dict) -> dict:
 
 def summarize(runs: list[RunMeasurement], fixed_hardware: bool = False) -> list[SizeRow]:
     """One row per size: means over repeats, and speedup and efficiencies against the first size.
-    Efficiency divides the speedup by the growth in hardware: N/N0 when each process brings its
-    own device, 1 when the same cores are only split over more processes (fixed_hardware)."""
+    Efficiency divides the speedup by the growth in hardware the runs used (accelerators, or CPU
+    cores in use: 2 processes x 1 thread on the cores 1 process x 2 threads had is no growth);
+    where a run's hardware is not known, by the growth in processes; fixed_hardware: by 1."""
     sizes = sorted({r.nproc for r in runs})
     rows: list[SizeRow] = []
     for nproc in sizes:
         mine = [r for r in runs if r.nproc == nproc]
         throughput = statistics.fmean(r.units_per_s for r in mine)
         ttt = statistics.fmean(r.time_to_train_s for r in mine)
+        hardware = statistics.fmean(r.hardware or r.nproc for r in mine)
         base = rows[0] if rows else None
-        k = nproc / base.nproc if base and not fixed_hardware else 1.0
+        k = hardware / base.hardware if base and not fixed_hardware else 1.0
         base_throughput = base.units_per_s if base else throughput
         base_ttt = base.time_to_train_s if base else ttt
         rows.append(SizeRow(
-            nproc=nproc, runs=len(mine), successes=sum(r.status == "success" for r in mine),
+            nproc=nproc, runs=len(mine), successes=sum(r.status == "success" for r in mine), hardware=hardware,
             units_per_s=throughput, time_to_train_s=ttt, speedup=base_ttt / ttt,
             throughput_efficiency=(throughput / base_throughput) / k,
             time_to_train_efficiency=(base_ttt / ttt) / k,
@@ -212,7 +253,8 @@ def save(result: SweepResult) -> tuple[Path, Path]:
     document = {
         "benchmark": plan.benchmark, "sizes": list(plan.sizes), "repeats": plan.repeats, "seed": plan.seed,
         "run_args": list(plan.run_args), "cpu_threads": plan.cpu_threads,
-        "efficiency": "(T(N) / T(kN)) / k against the first size; T = time per token (throughput) or time-to-train",
+        "efficiency": "(T(N) / T(kN)) / k against the first size; T = time per token (throughput) or time-to-train; "
+                      f"k = the growth in {result.hardware_unit}" + (" (fixed: --cpu-threads)" if plan.cpu_threads else ""),
         "rows": [asdict(r) for r in rows], "runs": [asdict(r) for r in result.runs],
     }
     atomic_write_text(json_path, json.dumps(document, indent=2) + "\n")

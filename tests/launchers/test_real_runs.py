@@ -39,7 +39,9 @@ def test_a_sweep_over_one_and_two_processes(tmp_path, corpus_dir, capsys):
         assert run["status"] == "aborted" and run["steps"] == 2  # the 16-sample limit, 8 per step
         assert run["units_per_s"] > 0 and run["time_to_train_s"] > 0
     rows = saved["rows"]
-    # --cpu-threads fixes the cores: the efficiency is the plain throughput ratio
+    # --cpu-threads fixes the cores (detected from the runs' system descriptions too): the efficiency
+    # is the plain throughput ratio
+    assert [(r["hardware"], r["hardware_unit"]) for r in saved["runs"]] == [(2.0, "CPU cores in use")] * 2
     assert rows[1]["throughput_efficiency"] == pytest.approx(rows[1]["units_per_s"] / rows[0]["units_per_s"])
     printed = capsys.readouterr().out
     assert "thr. eff." in printed and "scaling-gpt3-tiny.csv" in printed

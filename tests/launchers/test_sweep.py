@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -153,3 +154,36 @@ def test_the_command_runs_the_sweep_and_saves_it(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "seeds 3..4" in out and "scaling-gpt3-tiny.json" in out
     assert json.loads((tmp_path / "s" / "scaling-gpt3-tiny.json").read_text())["repeats"] == 2
+
+
+def _system(tree, name: str, **fields) -> None:
+    (tree / "systems").mkdir(parents=True, exist_ok=True)
+    (tree / "systems" / f"{name}.json").write_text(json.dumps(fields))
+
+
+def test_efficiency_divides_by_the_cores_the_runs_actually_used(tmp_path):
+    # 1 process x 2 threads and 2 processes x 1 thread on a 2-core machine: the same hardware
+    result = sweep.run_sweep(plan(tmp_path, sizes=(1, 2)), FakeRunner(SIZES))
+    for nproc, threads in ((1, 2), (2, 1)):
+        _system(tmp_path / "sweep" / f"nproc-{nproc}", f"host_cpux{nproc}", accelerator_model_name="",
+                hw_notes=f"torch intra-op threads: {threads}", host_processor_vcpu_count="2")
+    runs = [sweep.measure(Path(r.log), r.nproc, r.repeat, r.seed) for r in result.runs]
+    assert [(r.hardware, r.hardware_unit) for r in runs] == [(2.0, sweep.CORES), (2.0, sweep.CORES)]
+    one, two = sweep.summarize(runs)
+    assert two.throughput_efficiency == pytest.approx(two.units_per_s / one.units_per_s)  # no growth: the ratio
+    result.runs[:] = runs
+    console = Console(file=io.StringIO(), width=240)
+    print_table(result, console, unit="tokens")
+    text = console.file.getvalue()
+    assert "2 cores" in text and "the growth in CPU cores in use" in text
+
+
+def test_accelerators_count_one_per_process_and_unknown_hardware_counts_processes(tmp_path):
+    log = tmp_path / "results" / "node_h200x4" / "gpt3-tiny" / "result_0.txt"
+    _system(tmp_path, "node_h200x4", accelerator_model_name="NVIDIA H200", hw_notes="torch intra-op threads: 8")
+    assert sweep.hardware_in_use(log, 4) == (4.0, "accelerators")
+    assert sweep.hardware_in_use(tmp_path / "results" / "other" / "b" / "result_0.txt", 4) == (4.0, "processes")
+    _system(tmp_path, "big_cpux8", hw_notes="torch intra-op threads: 4", host_processor_vcpu_count="16")
+    assert sweep.hardware_in_use(tmp_path / "results" / "big_cpux8" / "b" / "result_0.txt", 8) == (16.0, sweep.CORES)
+    (tmp_path / "systems" / "broken.json").write_text("{not json")
+    assert sweep.hardware_in_use(tmp_path / "results" / "broken" / "b" / "result_0.txt", 2) == (2.0, "processes")

@@ -70,15 +70,18 @@ def print_table(result, console: Console | None = None, unit: str = "samples") -
     console = table_console(console)
     rows = result.rows
     base = rows[0].nproc
-    growth = "1 (the same CPU threads, split)" if result.plan.cpu_threads else f"(N / {base})"
+    hardware = result.hardware_unit
+    growth = ("1 (the same CPU threads, split)" if result.plan.cpu_threads
+              else f"the growth in {hardware} (the hw column)")
     table = Table(title=f"{result.plan.benchmark} scaling",
                   caption=f"TTT: time-to-train (run_stop - run_start), mean of the runs; efficiency: "
                           f"(T({base}) / T(N)) / {growth}, T = time per {unit.rstrip('s')} (thr.) or TTT")
     # short headers: the table must fit an 80-column terminal
-    for name in ("procs", "reached\ntarget", f"{unit}/s", "TTT (s)", "speedup\n(TTT)", "thr. eff.", "TTT eff."):
+    for name in ("procs", "hw", "reached\ntarget", f"{unit}/s", "TTT (s)", "speedup\n(TTT)", "thr. eff.", "TTT eff."):
         table.add_column(name, justify="right")
+    short = {"CPU cores in use": "cores", "accelerators": "acc.", "processes": "procs"}[hardware]
     for row in rows:
-        table.add_row(str(row.nproc), f"{row.successes}/{row.runs}", f"{row.units_per_s:,.0f}",
+        table.add_row(str(row.nproc), f"{row.hardware:g} {short}", f"{row.successes}/{row.runs}", f"{row.units_per_s:,.0f}",
                       f"{row.time_to_train_s:,.1f}", f"{row.speedup:.2f}x", f"{row.throughput_efficiency:.1%}",
                       f"{row.time_to_train_efficiency:.1%}")
     if any(row.successes < row.runs for row in rows):

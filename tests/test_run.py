@@ -89,6 +89,20 @@ def test_printed_time_to_train_equals_run_stop_minus_run_start(tmp_path, corpus_
     assert f"{minutes:.3f} min" in printed
 
 
+
+def test_profile_writes_a_trace_and_says_where_the_step_went(tmp_path, corpus_dir, capsys):
+    code, _, logs = run_tiny(tmp_path, corpus_dir, "--seed", "7", "--max-samples", "256", "--profile", "3")
+    printed = capsys.readouterr().out
+    trace = logs[0].with_name("result_0.profile.json")
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = {e.get("name") for e in events}
+    assert {"forward and backward", "optimizer", "batch assembly"} <= names  # the loop's regions, labelled
+    assert sum(str(n).startswith("ProfilerStep") for n in names) == 3  # the 3 profiled steps, after 2
+    assert "where a step's time went: 3 profiled steps" in printed and "aten::" in printed
+    assert "outside forward, backward and optimizer" in printed
+    logged = [e for e in read_events(logs[0])[0] if e.key == "trainclock_profiled_steps"]
+    assert [e.value for e in logged] == [3]  # the log says its times carry the profiler's cost
+
 def curve(tmp_path, corpus_dir, seed):
     # fp32: under "auto" a loaded machine may measure bf16 slower on one run and faster on the next
     _, _, logs = run_tiny(tmp_path, corpus_dir, "--seed", str(seed), "--max-samples", "640", "--precision", "fp32")
@@ -142,6 +156,7 @@ BAD_INPUTS = {
     "huge seed": (["run", "gpt3-tiny", "--seed", "99999999999999999999999"], "is out of range"),
     "zero micro-batch": (["run", "gpt3-tiny", "--micro-batch", "0"], "--micro-batch must be positive"),
     "negative restarts": (["run", "gpt3-tiny", "--max-restarts", "-1"], "--max-restarts must be 0 or more"),
+    "negative profile": (["run", "gpt3-tiny", "--profile", "-2"], "--profile must be 0 or more"),
     "no runs": (["run", "gpt3-tiny", "--runs", "0"], "--runs 0 is out of range"),
     "node rank outside": (["run", "gpt3-tiny", "--nnodes", "2", "--node-rank", "2"], "--node-rank 2 must be"),
     "store in memory": (["run", "gpt3-tiny", "--db", "sqlite:///:memory:"], "memory"),

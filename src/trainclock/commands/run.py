@@ -39,6 +39,9 @@ def register(sub) -> None:
     run.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
     run.add_argument("--max-minutes", type=float, help="stop as aborted after this much training time")
     run.add_argument("--max-samples", type=int, help="stop as aborted after this many samples")
+    run.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                     help="torch.profiler over STEPS training steps after 2: a Chrome trace beside the log and where "
+                          "the step's time went (the run's times then include the profiler's cost)")
     run.add_argument("--org", default="trainclock", help="submission_org in the log")
     run.add_argument("--status", default="onprem", choices=["onprem", "cloud", "preview", "research"])
     run.add_argument("--system", help="system name (default: <host>_<device>x<count>)")
@@ -97,6 +100,7 @@ def main(args) -> int:
     for flag in ("max_minutes", "max_samples", "checkpoint_every", "nproc", "nnodes", "micro_batch"):
         checks.positive("--" + flag.replace("_", "-"), getattr(args, flag))
     checks.not_negative("--max-restarts", args.max_restarts)
+    checks.not_negative("--profile", args.profile)
     if not 0 <= args.node_rank < args.nnodes:
         raise UsageError(f"--node-rank {args.node_rank} must be 0 to --nnodes - 1 = {args.nnodes - 1}")
     checks.seed(args.seed)
@@ -214,6 +218,7 @@ def _run_once(args, workload, spec, settings, layout, device, seed: int | None, 
         precision=args.precision or "auto",
         max_seconds=args.max_minutes * 60 if args.max_minutes else None,
         max_samples=args.max_samples,
+        profile_steps=args.profile,
         checkpoint_every_steps=args.checkpoint_every or (max(spec.eval_every_samples // spec.global_batch_size, 1)
                                                         if args.max_restarts else 0),
     )

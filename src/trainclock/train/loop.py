@@ -10,7 +10,8 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import IO
 
 import torch
@@ -19,6 +20,8 @@ from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.grads import clip_grads_with_norm, grad_norm
 from trainclock.distributed.pipeline import PipelineModel
 from trainclock.mllog import RunLog
+from trainclock.train.profile import (BATCH, EVALUATION, FORWARD_BACKWARD, LOGGING, LOSS_SYNC, OPTIMIZER,
+                                      NoProfiler, ProfileReport, StepProfiler)
 from trainclock.train.progress import TrainProgress
 from trainclock.workloads.base import EvalShard, TrainJob
 
@@ -31,6 +34,8 @@ class TrainOptions:
     max_samples: int | None = None  # overrides the workload's limit
     checkpoint_every_steps: int = 0  # with a checkpointer: save every N optimizer steps (0: never)
     full_curve: bool = False  # reference runs that fix a target: train the whole budget, never stop at one
+    profile_steps: int = 0  # with profile_trace: torch.profiler over this many steps (train.profile)
+    profile_trace: Path | None = None
 
 
 @dataclass
@@ -68,7 +73,10 @@ class TrainOutcome:
     evals: list[tuple[int | float, dict[str, float]]]
     final_loss: float
     diverged: bool = False  # a non-finite loss or evaluation ended it: aborted, with no quality to report
+    profile: ProfileReport | None = None  # with --profile: where the profiled steps' time went
 
+
+NO_PROFILER = NoProfiler()
 
 # Saves a checkpoint of the model, optimizer and loop state.
 Checkpoint = Callable[[LoopState], None]
@@ -103,35 +111,38 @@ def warm_up(job: TrainJob, options: TrainOptions, ctx: ParallelContext, compiled
 
 
 def train_step(job: TrainJob, optimizer: torch.optim.Optimizer, batch, micro_batch_size: int, autocast,
-               device: torch.device, ctx: ParallelContext) -> tuple[torch.Tensor, float]:
+               device: torch.device, ctx: ParallelContext, profiler=NO_PROFILER) -> tuple[torch.Tensor, float]:
     """One optimizer step over this rank's rows of a global batch, accumulating gradients over
     micro-batches; data-parallel wrappers average the gradients across ranks. Returns the sum
     of the micro-batch mean losses (not synchronised) and the gradient norm before clipping."""
     model, clip_norm = job.model, job.optimizer.gradient_clip_norm
     if isinstance(model, PipelineModel):  # the pipeline schedule does the micro-batches itself
-        with autocast():
+        with profiler.region(FORWARD_BACKWARD), autocast():
             loss_sum = model.step(job.batches.to(batch, device))
-        total = model.grad_square_sum().sqrt()
+        with profiler.region(OPTIMIZER):
+            total = model.grad_square_sum().sqrt()
+            if clip_norm is not None:
+                clip_grads_with_norm(model.parameters(), clip_norm, total)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        return loss_sum, float(total)
+    with profiler.region(FORWARD_BACKWARD):
+        micro_batches = job.batches.micro_batches(batch, micro_batch_size)
+        n_micro = len(micro_batches)
+        loss_sum = torch.zeros((), device=device)
+        for m, micro in enumerate(micro_batches):
+            with ctx.grad_sync(model, enabled=m == n_micro - 1):
+                with autocast():
+                    loss = job.loss(model, job.batches.to(micro, device))
+                (loss / n_micro).backward()
+            loss_sum += loss.detach() / n_micro
+    with profiler.region(OPTIMIZER):
+        params = list(model.parameters())
+        total = grad_norm(params)
         if clip_norm is not None:
-            clip_grads_with_norm(model.parameters(), clip_norm, total)
+            clip_grads_with_norm(params, clip_norm, total)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        return loss_sum, float(total)
-    micro_batches = job.batches.micro_batches(batch, micro_batch_size)
-    n_micro = len(micro_batches)
-    loss_sum = torch.zeros((), device=device)
-    for m, micro in enumerate(micro_batches):
-        with ctx.grad_sync(model, enabled=m == n_micro - 1):
-            with autocast():
-                loss = job.loss(model, job.batches.to(micro, device))
-            (loss / n_micro).backward()
-        loss_sum += loss.detach() / n_micro
-    params = list(model.parameters())
-    total = grad_norm(params)
-    if clip_norm is not None:
-        clip_grads_with_norm(params, clip_norm, total)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
     return loss_sum, float(total)
 
 
@@ -148,6 +159,23 @@ def train(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions
           progress: TrainProgress, ctx: ParallelContext, state: LoopState | None = None,
           checkpoint: Checkpoint | None = None) -> TrainOutcome:
     """The timed region. A fresh run logs run_start; a resumed one continues from `state`."""
+    if state is None:
+        state = LoopState(next_eval=job.eval_schedule.first_at())
+        log.start("run_start")
+        log.start("block_start", metadata={"first_epoch_num": 0,
+                                           "epoch_count": job.progress.log_count(job.eval_schedule.every)})
+    profiler = (StepProfiler(options.profile_steps, options.profile_trace)
+                if options.profile_steps and options.profile_trace is not None else NO_PROFILER)
+    try:
+        outcome = _train_loop(job, optimizer, options, log, metrics, progress, ctx, state, checkpoint, profiler)
+    finally:
+        profiler.close()
+    return replace(outcome, profile=profiler.report)
+
+
+def _train_loop(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions, log: RunLog, metrics: IO[str],
+                progress: TrainProgress, ctx: ParallelContext, state: LoopState, checkpoint: Checkpoint | None,
+                profiler) -> TrainOutcome:
     device = options.device
     autocast = autocast_context(options)
     max_samples = options.max_samples or job.max_samples
@@ -156,20 +184,17 @@ def train(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions
     units_per_step = job.global_batch_size * job.progress.units_per_sample
     count_key = job.progress.log_key
     block_count = job.progress.log_count(job.eval_schedule.every)
-
-    if state is None:
-        state = LoopState(next_eval=job.eval_schedule.first_at())
-        log.start("run_start")
-        log.start("block_start", metadata={"first_epoch_num": 0, "epoch_count": block_count})
     clock_start = time.perf_counter() - state.elapsed_seconds
     while True:
         t0 = time.perf_counter()
         lr = job.optimizer.lr_at(state.steps)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        batch = job.batches.rows(job.batch(state.steps), rows)
-        loss_sum, grad_norm = train_step(job, optimizer, batch, micro, autocast, device, ctx)
-        loss_value = float(ctx.dp_sum(loss_sum.double().cpu()) / ctx.dp_size)  # synchronises: the time is real
+        with profiler.region(BATCH):
+            batch = job.batches.rows(job.batch(state.steps), rows)
+        loss_sum, grad_norm = train_step(job, optimizer, batch, micro, autocast, device, ctx, profiler)
+        with profiler.region(LOSS_SYNC):
+            loss_value = float(ctx.dp_sum(loss_sum.double().cpu()) / ctx.dp_size)  # synchronises: the time is real
         step_seconds = time.perf_counter() - t0
 
         state.steps += 1
@@ -179,9 +204,10 @@ def train(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions
         state.elapsed_seconds = time.perf_counter() - clock_start
         count_now = job.progress.log_count(state.samples)
         units = state.samples * job.progress.units_per_sample
-        _write(metrics, {"step": state.steps - 1, "samples": state.samples, "units": units,
-                         "time_s": round(state.elapsed_seconds, 4), "loss": loss_value, "lr": lr,
-                         "grad_norm": grad_norm, "units_per_s": units_per_step / step_seconds})
+        with profiler.region(LOGGING):
+            _write(metrics, {"step": state.steps - 1, "samples": state.samples, "units": units,
+                             "time_s": round(state.elapsed_seconds, 4), "loss": loss_value, "lr": lr,
+                             "grad_norm": grad_norm, "units_per_s": units_per_step / step_seconds})
         if not math.isfinite(loss_value):
             log.event("trainclock_diverged", None, metadata={count_key: count_now})
             state.diverged = True
@@ -191,7 +217,8 @@ def train(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions
         if state.samples >= state.next_eval or state.samples >= max_samples:
             log.end("block_stop", metadata={"first_epoch_num": state.block_first})
             log.start("eval_start", metadata={count_key: count_now})
-            values = evaluate(job, autocast, ctx)
+            with profiler.region(EVALUATION):
+                values = evaluate(job, autocast, ctx)
             if not all(math.isfinite(v) for v in values.values()):
                 # NaN is no accuracy: the log and the results store must not carry it as one
                 log.end("eval_stop", metadata={count_key: count_now})
@@ -208,7 +235,9 @@ def train(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions
             state.next_eval = job.eval_schedule.next_after(state.samples, state.next_eval)
             state.block_first = count_now
             state.elapsed_seconds = time.perf_counter() - clock_start
-        progress.stepped(state.steps, state.samples, loss_value, units_per_step / step_seconds)
+        with profiler.region(LOGGING):
+            progress.stepped(state.steps, state.samples, loss_value, units_per_step / step_seconds)
+        profiler.stepped()
         if reached:
             state.status = "success"
             break

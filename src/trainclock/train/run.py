@@ -169,6 +169,9 @@ def _execute(request: RunRequest, ctx: ParallelContext) -> RunResult | None:
         offsets = {"log": log.flush(), "metrics": _flush(metrics)}
         checkpointer.save(job.model, optimizer, loop_state.to_json(), offsets)
 
+    if options.profile_steps and env.is_main:  # rank 0 profiles; its trace sits beside the log
+        options = replace(options, profile_trace=log_path.with_name(log_path.stem + ".profile.json"))
+        log.event("trainclock_profiled_steps", options.profile_steps)  # its times carry the profiler's cost
     total = options.max_samples or job.max_samples
     with metrics, TrainProgress(total, job.quality, job.progress.unit, enabled=request.progress and env.is_main) as progress:
         outcome = train(job, optimizer, options, log, metrics, progress, ctx, state,

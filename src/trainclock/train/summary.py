@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trainclock.console import table_console
+from trainclock.train.profile import EVALUATION, REGIONS, ProfileReport
 from trainclock.train.run import RunResult
 
 
@@ -41,3 +42,33 @@ def print_run_summary(result: RunResult, console: Console | None = None) -> None
     table.add_row("metrics", str(result.metrics_path))
     table.add_row("system", str(result.system_path))
     console.print(table)
+    if o.profile is not None:
+        print_profile(o.profile, console)
+
+
+def print_profile(report: ProfileReport, console: Console) -> None:
+    """The profiled steps: each region of the loop, and the operators that cost most, per step."""
+    if not report.steps:
+        console.print("trainclock: --profile: the run ended before any profiled step")
+        return
+    per_step = report.step_s
+    regions = Table(title=f"where a step's time went: {report.steps} profiled steps, {per_step * 1000:,.1f} ms each "
+                          f"(evaluations excluded)", title_justify="left")
+    for col in ("part of the loop", "ms per step", "share"):
+        regions.add_column(col, justify="left" if col == "part of the loop" else "right")
+    for name in REGIONS:
+        if name in report.regions and name != EVALUATION:
+            seconds = report.regions[name] / report.steps
+            regions.add_row(name, f"{seconds * 1000:,.2f}", f"{seconds / per_step:.1%}")
+    outside = report.outside_step_s / report.steps
+    regions.add_row("[bold]outside forward, backward and optimizer", f"[bold]{outside * 1000:,.2f}",
+                    f"[bold]{outside / per_step:.1%}")
+    console.print(regions)
+    operators = Table(title="costliest operators (self CPU time)", title_justify="left")
+    for col in ("operator", "ms per step", "calls per step", "share"):
+        operators.add_column(col, justify="left" if col == "operator" else "right", overflow="fold")
+    for name, seconds, calls in report.operators:
+        operators.add_row(name, f"{seconds / report.steps * 1000:,.2f}", f"{calls / report.steps:,.0f}",
+                          f"{seconds / report.steps / per_step:.1%}")
+    console.print(operators)
+    console.print(f"trace (chrome://tracing or ui.perfetto.dev): {report.trace}", soft_wrap=True, markup=False)

@@ -1,4 +1,5 @@
-"""Finds the benchmarks. Each subpackage of trainclock.workloads that exposes WORKLOAD joins,
+"""Finds the benchmarks. Each subpackage of trainclock.workloads that exposes WORKLOAD (or
+WORKLOADS, a sequence: one package holding several benchmarks, as detection's ssd and maskrcnn) joins,
 as does every module named in $TRAINCLOCK_WORKLOADS (comma-separated import paths: a user's own
 benchmark, or the tests' toy workload) and every `trainclock.workloads` entry point. Commands ask
 this module, never a benchmark by name."""
@@ -50,7 +51,12 @@ def _registered(plugins: str) -> dict[str, Workload]:
             module = importlib.import_module(module_name)
         except ImportError as e:
             raise UsageError(f"cannot import workload module {module_name!r} ({e}); fix ${PLUGINS_ENV}") from None
-        _add(found, getattr(module, "WORKLOAD", None), module_name)
+        several = getattr(module, "WORKLOADS", None)
+        if several is not None:
+            for workload in several:
+                _add(found, workload, module_name)
+        else:
+            _add(found, getattr(module, "WORKLOAD", None), module_name)
     for entry in entry_points(group="trainclock.workloads"):
         _add(found, entry.load(), entry.value)
     return found
@@ -59,7 +65,7 @@ def _registered(plugins: str) -> dict[str, Workload]:
 def _add(found: dict[str, Workload], workload: Workload | None, origin: str) -> None:
     if workload is None:
         if not origin.startswith("trainclock.workloads."):
-            raise UsageError(f"workload module {origin!r} defines no WORKLOAD")
+            raise UsageError(f"workload module {origin!r} defines no WORKLOAD (or WORKLOADS)")
         return
     if workload.key in found and found[workload.key] is not workload:
         raise UsageError(f"two workloads claim the MLPerf key {workload.key!r} ({origin})")

@@ -1,0 +1,156 @@
+"""Training throughput and MFU of an RNN-T CPU tier, trainclock's step against the plain loop a
+user would otherwise write (the MLCommons reference's train.py loop body), side by side on the same
+batches and start weights.
+
+  trainclock: the generic loop's train_step over the rnnt job (micro-batches, gradient norm and
+              clipping, LAMB with the moving average of the weights updated in its step, the
+              chunked joint under activation checkpointing)
+  plain:      the reference's loop body: log_probs = model(feats, lens, y, y_lens) over the whole
+              (B, T, U+1, V) joint; loss = transducer loss; loss.backward(); clip_grad_norm_(1);
+              optimizer.step() (the same LAMB); apply_ema(model, ema_model, decay) over the
+              state dict, on a copy of the same network and weights
+
+Features are computed before the timing for both (the loop's own batches): the step is timed, not
+the data pipeline. It prints utterances/s, audio seconds per second (the batch's audio after
+speed perturbation, from its frame counts: 30 ms a stacked frame), MFU against the machine's
+matmul peak, and the ratio trainclock / plain.
+
+  python benchmarks/rnnt_throughput.py [--member rnnt-mini] [--steps 8]
+
+On a GPU, --full times trainclock's step of the full-size network (49M, 1023 pieces) in bf16 on
+generated features of LibriSpeech's mean utterance (12.3 s: 410 stacked frames, 45 pieces), 16
+utterances a micro-batch as the reference's 8-GPU run (1024 / 8 GPUs / 8 accumulation steps):
+
+  python benchmarks/rnnt_throughput.py --full --device cuda [--steps 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import time
+
+import torch
+
+from trainclock.distributed.context import single_process
+from trainclock.optim.lamb import LambOptimizer
+from trainclock.optim.base import parameter_groups
+from trainclock.train.loop import train_step
+from trainclock.workloads.base import RunSettings
+from trainclock.workloads.rnnt import WORKLOAD
+from trainclock.workloads.rnnt.loss import lattice_log_probs, transducer_loss
+from trainclock.workloads.rnnt.spec import get_member
+from timing import CPU, autocast_for, timed_at_peak
+
+
+def plain_step(job, spec, precision: str, batches):
+    model = copy.deepcopy(job.model)  # the same start weights, before trainclock trains them
+    ema_model = copy.deepcopy(model)
+    o = job.optimizer
+    optimizer = LambOptimizer(parameter_groups(model, o.weight_decay), lr=o.lr_at(0), betas=(o.beta1, o.beta2),
+                              eps=o.eps, weight_decay=o.weight_decay)
+    autocast = autocast_for(precision)
+
+    def step(s: int) -> None:
+        b = batches[s]
+        with autocast():
+            f, f_lens = model.encode(b["feats"], b["feat_lens"])
+            g, _ = model.predict(b["labels"])
+            blank, emit = lattice_log_probs(model.joint(f, g), b["labels"], spec.model.blank)
+            loss = transducer_loss(blank, emit, f_lens, b["label_lens"]).mean()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad()
+        with torch.no_grad():  # the reference's apply_ema
+            weights = model.state_dict()
+            for k, v in ema_model.state_dict().items():
+                v.copy_(o.ema * v + (1 - o.ema) * weights[k])
+
+    return step
+
+
+def full_size(device: torch.device, steps: int, micro: int = 16) -> None:
+    from trainclock.workloads.rnnt.model import RNNT
+
+    spec = get_member("rnnt-librispeech")
+    model = RNNT(spec.model).to(device)
+    optimizer = job_optimizer(spec).build(model)
+    frames, pieces = int(spec.mean_duration * 100 / spec.features.subsampling), int(spec.mean_pieces)
+    g = torch.Generator().manual_seed(0)
+    batch = {"feats": torch.randn(micro, frames, spec.model.in_features, generator=g),
+             "feat_lens": torch.full((micro,), frames), "labels": torch.randint(0, spec.model.vocab, (micro, pieces), generator=g),
+             "label_lens": torch.full((micro,), pieces)}
+    batch = {k: v.to(device) for k, v in batch.items()}
+    loss_of = lambda m, b: transducer_loss(*m(b["feats"], b["feat_lens"], b["labels"])[:2], (b["feat_lens"] + 1) // 2,  # noqa: E731
+                                           b["label_lens"]).mean()
+    autocast = lambda: torch.autocast(device.type, dtype=torch.bfloat16)  # noqa: E731
+
+    def step() -> None:
+        with autocast():
+            loss = loss_of(model, batch)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize(device) if device.type == "cuda" else None
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize(device) if device.type == "cuda" else None
+    seconds = (time.perf_counter() - start) / steps
+    flops = spec.flops_per_sample(frames * spec.features.subsampling / 100, pieces) * micro / seconds
+    memory = torch.cuda.max_memory_allocated(device) / 2 ** 30 if device.type == "cuda" else 0.0
+    print(f"rnnt-librispeech on {device}: micro-batch {micro}, {frames} frames, {pieces} pieces, bf16: "
+          f"{micro / seconds:.1f} utterances/s, {micro * spec.mean_duration / seconds:.0f} audio s/s, "
+          f"{flops / 1e12:.1f} TFLOP/s, peak memory {memory:.1f} GiB")
+
+
+def job_optimizer(spec):
+    from trainclock.workloads.rnnt.optim import RnntLamb
+
+    return RnntLamb(spec.learning_rate, 275, spec.warmup_epochs, spec.hold_epochs, spec.exp_gamma,
+                    beta1=spec.beta1, beta2=spec.beta2, ema=spec.ema)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--member", default="rnnt-mini")
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--full", action="store_true", help="the full-size network on generated features (GPU)")
+    p.add_argument("--device", default="cpu")
+    args = p.parse_args()
+    if args.full:
+        full_size(torch.device(args.device), args.steps)
+        return
+    spec = get_member(args.member)
+    print(f"{args.member}: {spec.global_batch_size} utterances per step, {args.steps} timed steps, "
+          f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}")
+    ctx = single_process()
+    for precision in ("fp32", "bf16"):
+        job = WORKLOAD.build_job(spec, ctx, CPU, 1, RunSettings())  # the tier's speech, cached
+        batches = [job.batch(s) for s in range(args.steps + 1)]  # the loop's own batches, for both loops
+        audio_s = sum(float(b["feat_lens"].sum()) * spec.features.subsampling * spec.features.hop_s
+                      for b in batches[1:]) / args.steps
+        plain = plain_step(job, spec, precision, batches)
+        optimizer, autocast = job.optimizer.build(job.model), autocast_for(precision)
+
+        def ours(s: int) -> None:
+            train_step(job, optimizer, batches[s], job.micro_batch_size, autocast, CPU, ctx)
+
+        row = {}
+        for name, step in (("trainclock", ours), ("plain", plain)):
+            seconds, peak = timed_at_peak(step, args.steps, first=1, warm_up=1)
+            per_s = spec.global_batch_size / seconds
+            row[name] = per_s
+            print(f"  {precision:4} {name:10} {per_s:7.1f} utterances/s  {audio_s / seconds:7.1f} audio s/s  "
+                  f"MFU {job.flops_per_sample * per_s / peak:6.1%}  (peak {peak / 1e9:,.0f} GFLOP/s)")
+        print(f"  {precision:4} ratio trainclock / plain: {row['trainclock'] / row['plain']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,8 @@
+"""The detection benchmarks (MLPerf Training ssd: RetinaNet on OpenImages; maskrcnn: Mask R-CNN on
+COCO), plus CPU tiers on generated mosaics: one package, two workloads sharing data, models and
+evaluation."""
+
+from trainclock.workloads.detection.workload import DetectionWorkload
+
+WORKLOADS = (DetectionWorkload("ssd", "RetinaNet", "retinanet-resnext50"),
+             DetectionWorkload("maskrcnn", "Mask R-CNN", "maskrcnn-r50"))

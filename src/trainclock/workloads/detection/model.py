@@ -1,0 +1,143 @@
+"""The detection models, from torchvision: RetinaNet (MLPerf ssd: ResNeXt50_32x4d-FPN, P3-P7, the
+classification and box heads of 4 convolutions, focal loss) and Mask R-CNN (R-50-FPN). The full
+sizes freeze batch norm and train the reference's top 3 backbone stages from ImageNet weights
+read from a local file. The CPU tiers put the same FPN, heads and losses on a narrow ResNet of
+BasicBlocks trained from scratch with ordinary batch norm (no ImageNet weights exist for it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import torch
+from torch import nn
+from torchvision.models import resnet50, resnext50_32x4d
+from torchvision.models.detection import MaskRCNN, RetinaNet
+from torchvision.models.detection.anchor_utils import AnchorGenerator
+from torchvision.models.detection.backbone_utils import BackboneWithFPN, _resnet_fpn_extractor
+from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
+from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
+from torchvision.models.detection.retinanet import RetinaNetHead
+from torchvision.models.detection.transform import GeneralizedRCNNTransform
+from torchvision.models.resnet import BasicBlock
+from torchvision.ops import FrozenBatchNorm2d
+from torchvision.ops.feature_pyramid_network import LastLevelMaxPool, LastLevelP6P7
+
+from trainclock.errors import UsageError
+
+TRAINABLE_BACKBONE_LAYERS = 3  # both references
+IMAGE_MEAN, IMAGE_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+
+
+@dataclass(frozen=True)
+class DetectorShape:
+    arch: str  # "retinanet" or "maskrcnn"
+    backbone: str  # "resnext50_32x4d", "resnet50", or "small" (a tier's narrow ResNet)
+    num_classes: int  # RetinaNet: object classes; Mask R-CNN: with the background
+    min_size: int
+    max_size: int
+    fixed_size: bool  # the ssd reference resizes to a square (800x800), Mask R-CNN keeps the aspect
+    widths: tuple[int, ...] = ()  # small backbone: channels of its 4 stages
+    fpn_channels: int = 256
+    head_hidden: int = 1024  # Mask R-CNN's box head (TwoMLPHead) width
+    anchor_base: int = 32  # the smallest anchor (P3 for RetinaNet, P2 for Mask R-CNN), doubling per level
+    detections_per_image: int = 300
+    candidates: int = 1000  # RetinaNet topk_candidates per level; Mask R-CNN RPN proposals per image (train)
+    test_candidates: int = 1000  # Mask R-CNN RPN proposals per image at evaluation
+    roi_batch: int = 512  # Mask R-CNN box sampling per image
+
+    def describe(self) -> str:
+        body = self.backbone if self.backbone != "small" else f"ResNet {'-'.join(map(str, self.widths))}"
+        return f"{self.arch} {body}-FPN{self.fpn_channels}, {self.min_size}px"
+
+
+class SmallResNet(nn.Module):
+    """A ResNet of one BasicBlock per stage, named as torchvision's (layer1..layer4) so the same
+    FPN extractor reads it; stride 4 after the stem, as ResNet's."""
+
+    def __init__(self, widths: tuple[int, ...]) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, widths[0], 3, 2, 1, bias=False), nn.BatchNorm2d(widths[0]),
+                                  nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1))
+        inplanes = widths[0]
+        for i, width in enumerate(widths):
+            stride = 1 if i == 0 else 2
+            down = None if stride == 1 and inplanes == width else nn.Sequential(
+                nn.Conv2d(inplanes, width, 1, stride, bias=False), nn.BatchNorm2d(width))
+            setattr(self, f"layer{i + 1}", BasicBlock(inplanes, width, stride, down))
+            inplanes = width
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        for i in range(1, 5):
+            x = getattr(self, f"layer{i}")(x)
+        return x
+
+
+def _backbone(shape: DetectorShape, weights: str | None) -> BackboneWithFPN:
+    returned = [2, 3, 4] if shape.arch == "retinanet" else [1, 2, 3, 4]
+    extra = (LastLevelP6P7(shape.fpn_channels, shape.fpn_channels) if shape.arch == "retinanet"
+             else LastLevelMaxPool())
+    if shape.backbone == "small":
+        body = SmallResNet(shape.widths)
+        in_channels = [shape.widths[i - 1] for i in returned]
+        return BackboneWithFPN(body, {f"layer{i}": str(k) for k, i in enumerate(returned)}, in_channels,
+                               shape.fpn_channels, extra_blocks=extra)
+    build = {"resnext50_32x4d": resnext50_32x4d, "resnet50": resnet50}[shape.backbone]
+    body = build(weights=None, norm_layer=FrozenBatchNorm2d)
+    if weights is not None:
+        try:
+            missing = body.load_state_dict(load_backbone_weights(weights), strict=False).missing_keys
+        except RuntimeError:  # a tensor of another shape: another network's weights
+            missing = ["a tensor of the right shape"]
+        if missing:  # the classifier (fc) may be absent or extra; any convolution or norm may not
+            raise UsageError(f"{weights} is not a torchvision {shape.backbone} state dict (it lacks {missing[0]})")
+    return _resnet_fpn_extractor(body, TRAINABLE_BACKBONE_LAYERS, returned_layers=returned, extra_blocks=extra)
+
+
+def load_backbone_weights(path: str) -> dict:
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise UsageError(f"backbone weights {file} not found: pass --backbone-weights PATH to a local ImageNet "
+                         "checkpoint of the backbone (torchvision's state dict); nothing is downloaded")
+    try:
+        state = torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - any unreadable file is the user's to fix
+        raise UsageError(f"cannot read backbone weights {file} ({type(e).__name__})") from None
+    return state.get("state_dict", state) if isinstance(state, dict) else state
+
+
+def _anchors(shape: DetectorShape, levels: int, per_octave: int) -> AnchorGenerator:
+    scales = [2 ** (i / per_octave) for i in range(per_octave)]
+    sizes = tuple(tuple(int(shape.anchor_base * 2 ** k * s) for s in scales) for k in range(levels))
+    return AnchorGenerator(sizes, ((0.5, 1.0, 2.0),) * levels)
+
+
+def build_model(shape: DetectorShape, weights: str | None = None) -> nn.Module:
+    backbone = _backbone(shape, weights)
+    c = shape.fpn_channels
+    if shape.arch == "retinanet":
+        anchors = _anchors(shape, 5, 3)
+        model = RetinaNet(backbone, shape.num_classes, anchor_generator=anchors,
+                          head=RetinaNetHead(c, anchors.num_anchors_per_location()[0], shape.num_classes),
+                          detections_per_img=shape.detections_per_image, topk_candidates=shape.candidates)
+    else:
+        anchors = AnchorGenerator(tuple((shape.anchor_base * 2 ** k,) for k in range(5)), ((0.5, 1.0, 2.0),) * 5)
+        model = MaskRCNN(backbone, None, rpn_anchor_generator=anchors,  # the predictors below fix the classes
+                         rpn_pre_nms_top_n_train=shape.candidates, rpn_post_nms_top_n_train=shape.candidates,
+                         rpn_pre_nms_top_n_test=shape.test_candidates, rpn_post_nms_top_n_test=shape.test_candidates,
+                         box_head=TwoMLPHead(c * 7 * 7, shape.head_hidden),
+                         box_predictor=FastRCNNPredictor(shape.head_hidden, shape.num_classes),
+                         mask_head=MaskRCNNHeads(c, (c,) * 4, 1),
+                         mask_predictor=MaskRCNNPredictor(c, c, shape.num_classes),
+                         box_detections_per_img=shape.detections_per_image, box_batch_size_per_image=shape.roi_batch)
+    fixed = (shape.min_size, shape.min_size) if shape.fixed_size else None
+    model.transform = GeneralizedRCNNTransform(shape.min_size, shape.max_size, IMAGE_MEAN, IMAGE_STD, fixed_size=fixed)
+    return model
+
+
+@cache
+def parameter_count(shape: DetectorShape) -> int:
+    with torch.device("meta"):
+        return sum(p.numel() for p in build_model(shape).parameters())

@@ -1,0 +1,168 @@
+"""The detection family: every member's model, data, hyperparameters and quality target.
+
+retinanet-resnext50 is MLPerf Training v3.1 closed `ssd`: torchvision's RetinaNet with a
+ResNeXt50_32x4d-FPN backbone (P3-P7, frozen batch norm, 3 trainable stages from ImageNet weights),
+264 classes (37.1M parameters), 800x800 images, focal loss, Adam (weight decay 0) with the rules'
+reference warmup (1 epoch from 1e-3 of the rate), up to 300 detections per image, evaluated
+every epoch on the MLPerf OpenImages subset, to box mAP 0.340. maskrcnn-r50 is closed `maskrcnn`:
+Mask R-CNN R-50-FPN (44.4M), images 800-1333, SGD momentum 0.9 at 0.02 x GBS/16 with warmup and
+two step decays (the rules' reference points), to box mAP 0.377 and mask mAP 0.339 on COCO 2017.
+The CPU tiers are the same code path on generated mosaics (data/mosaic.py) with a narrow backbone;
+their targets come from reference runs recorded in targets/."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cache
+
+from trainclock.errors import UsageError
+from trainclock.workloads import evidence
+from trainclock.workloads.base import QualityTarget
+from trainclock.workloads.cost import rules_rcp_table
+from trainclock.workloads.detection.model import DetectorShape
+
+PACKAGE = "trainclock.workloads.detection"
+OPENIMAGES_TRAIN, OPENIMAGES_VAL = 1_170_301, 24_781  # the MLPerf OpenImages subset
+COCO_TRAIN, COCO_VAL = 117_266, 5_000  # COCO 2017 train images with annotations; val
+METRICS = {"ssd": {"bbox": "mAP"}, "maskrcnn": {"bbox": "BBOX", "segm": "SEGM"}}
+
+
+@dataclass(frozen=True)
+class DetectionSpec:
+    name: str
+    benchmark: str  # the MLPerf key: "ssd" or "maskrcnn"
+    shape: DetectorShape
+    dataset: str  # "openimages", "coco" (--data FOLDER) or "mosaic" (a CPU tier's generated set)
+    layout: str  # the official layout a tier's mosaics are written in: "openimages" or "coco"
+    global_batch_size: int
+    micro_batch_size: int
+    learning_rate: float
+    warmup_factor: float
+    warmup_epochs: float  # ssd
+    warmup_steps: int  # maskrcnn
+    decay_steps: tuple[int, int]  # maskrcnn
+    eval_every_samples: int
+    max_samples: int
+    targets: dict[str, float]
+    target_source: str
+    train_images: int
+    val_images: int
+    image_side: int = 0  # a tier's mosaic side
+    eval_batch: int = 8
+
+    @property
+    def steps_per_epoch(self) -> float:
+        return self.train_images / self.global_batch_size
+
+    @property
+    def full(self) -> bool:
+        return self.dataset != "mosaic"
+
+    def with_batch(self, global_batch_size: int) -> "DetectionSpec":
+        """The spec at another batch: the full sizes take the rules' reference point at that batch
+        (maskrcnn: 0.02 x GBS/16 and its decay steps); a tier keeps its rate and schedule in samples."""
+        if global_batch_size <= 0:
+            raise UsageError(f"global batch size must be a positive number of images, got {global_batch_size}")
+        micro = min(self.micro_batch_size, global_batch_size)
+        if self.full and self.benchmark == "maskrcnn":
+            hp = maskrcnn_hyperparameters(global_batch_size)
+            shape = replace(self.shape, candidates=hp.pop("shape_candidates"))
+            return replace(self, **hp, shape=shape, micro_batch_size=micro)
+        return replace(self, global_batch_size=global_batch_size, micro_batch_size=micro)
+
+
+def quality(spec: DetectionSpec) -> tuple[QualityTarget, ...]:
+    return tuple(QualityTarget(metric, value, "higher") for metric, value in spec.targets.items())
+
+
+@cache
+def _rcps(benchmark: str) -> dict[int, dict]:
+    return {entry["BS"]: entry["Hyperparams"] for entry in rules_rcp_table(benchmark)}
+
+
+def maskrcnn_hyperparameters(global_batch_size: int) -> dict:
+    table = _rcps("maskrcnn")
+    if global_batch_size not in table:
+        raise UsageError(f"maskrcnn-r50 has reference hyperparameters (RCPs) only at global batch sizes "
+                         f"{', '.join(map(str, sorted(table)))}; pick one with --gbs")
+    hp = table[global_batch_size]
+    decay = hp.get("opt_learning_decay_steps") or hp.get("opt_learning_rate_decay_steps")
+    return {"global_batch_size": global_batch_size, "learning_rate": hp["opt_base_learning_rate"],
+            "warmup_steps": int(hp["opt_learning_rate_warmup_steps"]),
+            "warmup_factor": hp["opt_learning_rate_warmup_factor"], "decay_steps": tuple(int(s) for s in decay),
+            "shape_candidates": int(hp["num_image_candidates"])}
+
+
+def _retinanet() -> DetectionSpec:
+    hp = _rcps("ssd")[256]
+    shape = DetectorShape("retinanet", "resnext50_32x4d", 264, 800, 800, fixed_size=True)
+    return DetectionSpec(
+        name="retinanet-resnext50", benchmark="ssd", shape=shape, dataset="openimages", layout="openimages",
+        global_batch_size=256, micro_batch_size=32, learning_rate=hp["opt_base_learning_rate"],
+        warmup_factor=hp["opt_learning_rate_warmup_factor"], warmup_epochs=hp["opt_learning_rate_warmup_epochs"],
+        warmup_steps=0, decay_steps=(0, 0), eval_every_samples=OPENIMAGES_TRAIN, max_samples=10 * OPENIMAGES_TRAIN,
+        targets={"mAP": 0.340}, target_source="mlperf: Training v3.1 closed ssd rules",
+        train_images=OPENIMAGES_TRAIN, val_images=OPENIMAGES_VAL)
+
+
+def _maskrcnn() -> DetectionSpec:
+    hp = maskrcnn_hyperparameters(64)
+    shape = DetectorShape("maskrcnn", "resnet50", 91, 800, 1333, fixed_size=False, detections_per_image=100,
+                          candidates=hp.pop("shape_candidates"))
+    return DetectionSpec(
+        name="maskrcnn-r50", benchmark="maskrcnn", shape=shape, dataset="coco", layout="coco", micro_batch_size=8,
+        warmup_epochs=0, eval_every_samples=COCO_TRAIN, max_samples=20 * COCO_TRAIN,
+        targets={"BBOX": 0.377, "SEGM": 0.339}, target_source="mlperf: Training v3.1 closed maskrcnn rules",
+        train_images=COCO_TRAIN, val_images=COCO_VAL, **hp)
+
+
+def _tier(name: str, benchmark: str, shape: DetectorShape, **fields) -> DetectionSpec:
+    recorded = evidence.load(PACKAGE, name)
+    kind = "measured" if evidence.is_measured(recorded) else "estimated"  # no reference runs yet: a guess
+    targets = {metric: evidence.threshold(recorded, metric) for metric in METRICS[benchmark].values()}
+    layout = "openimages" if benchmark == "ssd" else "coco"
+    return DetectionSpec(name=name, benchmark=benchmark, shape=shape, dataset="mosaic", layout=layout,
+                         targets=targets, target_source=f"{kind}: {recorded['summary']}", **fields)
+
+
+def _small(arch: str, side: int, widths: tuple[int, ...], fpn: int) -> DetectorShape:
+    # anchors from a third of the smallest item up; few candidates and detections keep NMS and COCOeval cheap
+    return DetectorShape(arch, "small", 10 if arch == "retinanet" else 11, side, side, fixed_size=arch == "retinanet",
+                         widths=widths, fpn_channels=fpn, head_hidden=128, anchor_base=16 if arch == "retinanet" else 8,
+                         detections_per_image=20, candidates=100, test_candidates=50, roi_batch=32)
+
+
+def _members() -> dict[str, DetectionSpec]:
+    adam = {"warmup_factor": 1e-3, "warmup_steps": 0, "decay_steps": (0, 0)}
+    # Adam at 1e-3 (the full size's rate x 10: no pretrained backbone here); 2e-3 learned slower, 3e-3 not at all
+    tiny = _tier("retinanet-tiny", "ssd", _small("retinanet", 64, (16, 32, 64, 128), 32), global_batch_size=16,
+                 micro_batch_size=16, learning_rate=1e-3, warmup_epochs=0.1, eval_every_samples=1_600,
+                 max_samples=6_400, train_images=2_000, val_images=200, image_side=64, **adam)
+    mini = _tier("retinanet-mini", "ssd", _small("retinanet", 64, (16, 32, 64, 128), 32), global_batch_size=16,
+                 micro_batch_size=16, learning_rate=1e-3, warmup_epochs=0.1, eval_every_samples=2_000,
+                 max_samples=16_000, train_images=4_000, val_images=300, image_side=64, **adam)
+    # SGD at the reference's 0.02 x GBS/16 with its warmup shape; the two decays at 5/6 and 9/10 of the budget
+    sgd = {"warmup_epochs": 0, "warmup_factor": 1e-3, "micro_batch_size": 16, "global_batch_size": 16,
+           "learning_rate": 0.02, "image_side": 64}
+    mask_tiny = _tier("maskrcnn-tiny", "maskrcnn", _small("maskrcnn", 64, (16, 32, 64, 128), 32), warmup_steps=50,
+                      decay_steps=(150, 180), eval_every_samples=800, max_samples=3_200, train_images=2_000,
+                      val_images=200, **sgd)
+    mask_mini = _tier("maskrcnn-mini", "maskrcnn", _small("maskrcnn", 64, (16, 32, 64, 128), 32), warmup_steps=50,
+                      decay_steps=(333, 360), eval_every_samples=1_600, max_samples=6_400, train_images=4_000,
+                      val_images=300, **sgd)
+    return {s.name: s for s in (tiny, mini, _retinanet(), mask_tiny, mask_mini, _maskrcnn())}
+
+
+MEMBERS: dict[str, DetectionSpec] = _members()
+
+
+def members_of(benchmark: str) -> list[DetectionSpec]:
+    return [s for s in MEMBERS.values() if s.benchmark == benchmark]
+
+
+def get_member(name: str, benchmark: str) -> DetectionSpec:
+    spec = MEMBERS.get(name)
+    if spec is None or spec.benchmark != benchmark:
+        raise UsageError(f"unknown {benchmark} member {name!r}; choose one of: "
+                         f"{', '.join(s.name for s in members_of(benchmark))}")
+    return spec

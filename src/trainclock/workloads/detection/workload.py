@@ -1,0 +1,169 @@
+"""The detection benchmarks as workloads: RetinaNet (MLPerf ssd) and Mask R-CNN (maskrcnn) share
+data (COCO-format layouts, the tiers' mosaics), batches of image lists and target dicts, the
+torchvision models and COCOeval; each has its own members, optimizer and log keys."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from trainclock.distributed.context import ParallelContext
+from trainclock.distributed.layout import Layout
+from trainclock.distributed.parallelize import ModelParallelism, parallelize
+from trainclock.errors import UsageError
+from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, RunSettings, TrainJob
+from trainclock.workloads.batch_plan import check_global_batch, micro_batch
+from trainclock.workloads.detection.cost import cost_model, train_flops_per_image
+from trainclock.workloads.detection.data.layout import Split, load_split, split_files
+from trainclock.workloads.detection.data.loader import EvalBatches, TrainBatches
+from trainclock.workloads.detection.data.prepare import prepare
+from trainclock.workloads.detection.metric import ground_truth, predict, score
+from trainclock.workloads.detection.model import build_model, load_backbone_weights, parameter_count
+from trainclock.workloads.detection.optim import AdamWarmup, SGDWarmupSteps
+from trainclock.workloads.detection.spec import METRICS, DetectionSpec, get_member, members_of, quality
+
+DATASETS = {"openimages": "the MLPerf OpenImages subset (<folder>/train/labels/openimages-mlperf.json, train/data/, "
+                          "validation/...)",
+            "coco": "COCO 2017 (<folder>/annotations/instances_train2017.json, train2017/, val2017/)"}
+PARALLELISM = ModelParallelism()  # data parallel only, as every published entry trains them
+
+
+def check_layout(layout: Layout) -> None:
+    if layout.tp > 1 or layout.pp > 1:
+        raise UsageError("the detection models have no tensor-parallel plan or pipeline cut; run them data "
+                         "parallel (drop --tp/--pp)")
+
+
+class DetectionWorkload:
+    def __init__(self, key: str, title: str, full_size: str) -> None:
+        self.key, self.title, self.full_size = key, title, full_size
+
+    def members(self) -> Sequence[Member]:
+        return [Member(s.name, parameter_count(s.shape), quality(s), s.target_source, s.shape.describe(),
+                       unit="images") for s in members_of(self.key)]
+
+    def add_arguments(self, group: argparse._ArgumentGroup) -> None:
+        group.add_argument("--backbone-weights", metavar="PATH",
+                           help="the full size's ImageNet backbone weights: a local torchvision state dict")
+
+    def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> DetectionSpec:
+        spec = get_member(member, self.key)
+        check_layout(layout)
+        if spec.full:  # refused now, before the run measures the machine
+            if settings.data is None:
+                raise UsageError(f"{spec.name} trains on {DATASETS[spec.dataset]}: pass --data FOLDER (it is "
+                                 "never downloaded)")
+            split_files(Path(settings.data), "train")
+            weights = settings.extra.get("backbone_weights")
+            if weights is None:
+                raise UsageError(f"{spec.name} starts from ImageNet backbone weights: pass --backbone-weights PATH "
+                                 "(a local file; nothing is downloaded)")
+            load_backbone_weights(weights)
+        if settings.global_batch_size is not None:
+            check_global_batch(settings.global_batch_size, "images")
+            spec = spec.with_batch(settings.global_batch_size)
+        return replace(spec, micro_batch_size=micro_batch(spec.global_batch_size, settings.micro_batch_size,
+                                                          spec.micro_batch_size, layout, "images"))
+
+    def build_job(self, spec: DetectionSpec, ctx: ParallelContext, device: torch.device, seed: int,
+                  settings: RunSettings) -> TrainJob:
+        check_layout(ctx.layout)
+        root = ctx.main_first(lambda: data_folder(spec, settings.data))  # one rank generates
+        train, val = load_splits(spec, root)
+        torch.manual_seed(seed)
+        model = build_model(spec.shape, settings.extra.get("backbone_weights")).to(device)
+        model = parallelize(model, ctx, PARALLELISM, compile=settings.compile,
+                            activation_checkpointing=settings.activation_checkpointing)
+        batches = TrainBatches(train, seed, spec.global_batch_size, ctx.dp_slice(spec.global_batch_size),
+                               masks=spec.benchmark == "maskrcnn")
+        return detection_job(spec, model, batches, train, val, (ctx.dp_rank, ctx.dp_size), device,
+                             dataset=spec.dataset)
+
+    def fetch_data(self) -> str | None:
+        return None  # the tiers generate their mosaics in prepare (Fashion-MNIST comes with Debian)
+
+    def prepare_data(self, member: str, data: str | None, force: bool = False) -> str:
+        spec = get_member(member, self.key)
+        if spec.full and data is None:
+            raise UsageError(f"{spec.name} reads {DATASETS[spec.dataset]}: pass --data FOLDER")
+        root = Path(data) if data is not None else data_folder(spec, None, force)
+        train, val = load_splits(spec, root)
+        return f"{len(train.records):,} train and {len(val.records):,} val images in {len(train.category_ids)} classes in {root}"
+
+    def cost(self, member: str):
+        return cost_model(member, self.key)
+
+
+def data_folder(spec: DetectionSpec, data: str | None, force: bool = False) -> Path:
+    if data is not None:
+        return Path(data).expanduser()
+    if spec.full:
+        raise UsageError(f"{spec.name} trains on {DATASETS[spec.dataset]}: pass --data FOLDER")
+    return prepare(spec.layout, spec.train_images, spec.val_images, spec.image_side, force=force)
+
+
+def load_splits(spec: DetectionSpec, root: Path) -> tuple[Split, Split]:
+    first = 1 if spec.benchmark == "maskrcnn" else 0  # Mask R-CNN's label 0 is the background
+    return load_split(root, "train", first, keep_empty=False), load_split(root, "val", first, keep_empty=True)
+
+
+def detection_job(spec: DetectionSpec, model: torch.nn.Module, batch, train: Split, val: Split,
+                  shard: tuple[int, int], device: torch.device, dataset: str) -> TrainJob:
+    """The job around a built model and loaded splits; progress is in epochs of this train split."""
+    masks = spec.benchmark == "maskrcnn"
+    classes = len(train.category_ids) + (1 if masks else 0)
+    if classes != spec.shape.num_classes:
+        raise UsageError(f"{spec.name} has {spec.shape.num_classes} classes, the data {classes}")
+    evaluation = EvalBatches(val, spec.eval_batch, shard)
+    names = METRICS[spec.benchmark]
+
+    def evaluate(m: torch.nn.Module, autocast, part: tuple[int, int]) -> EvalShard:
+        if part != shard:
+            raise RuntimeError(f"the eval batches were built for shard {shard}, asked for {part}")
+        return predict(m, evaluation, autocast, device, val.category_of, masks)
+
+    def loss(m: torch.nn.Module, micro: dict) -> torch.Tensor:
+        return sum(m(micro["images"], micro["targets"]).values())
+
+    train_images = len(train.records)
+    return TrainJob(
+        name=spec.name,
+        benchmark=spec.benchmark,
+        division="closed" if spec.full and dataset == spec.dataset else "open",
+        model=model,
+        batch=batch,
+        loss=loss,
+        evaluate=evaluate,
+        score=lambda stats: score(ground_truth(val.files.labels), stats.gathered, names),
+        quality=quality(spec),
+        # both benchmarks' logs count eval_accuracy's epoch_num in epochs
+        progress=Progress(unit="images", units_per_sample=1, log_key="epoch_num", log_in="epochs",
+                          samples_per_epoch=train_images),
+        global_batch_size=spec.global_batch_size,
+        micro_batch_size=spec.micro_batch_size,
+        flops_per_sample=train_flops_per_image(spec),  # the convolutions and linear layers (cost.py)
+        optimizer=optimizer(spec, train_images),
+        eval_schedule=EvalSchedule(every=train_images if spec.full else spec.eval_every_samples),
+        eval_samples=len(val.records),
+        max_samples=spec.max_samples,
+        log_keys=log_keys(spec, train_images, len(val.records)),
+    )
+
+
+def optimizer(spec: DetectionSpec, train_images: int) -> AdamWarmup | SGDWarmupSteps:
+    if spec.benchmark == "ssd":
+        return AdamWarmup(spec.learning_rate, spec.warmup_epochs, spec.warmup_factor,
+                          train_images / spec.global_batch_size)
+    return SGDWarmupSteps(spec.learning_rate, spec.warmup_steps, spec.warmup_factor, spec.decay_steps)
+
+
+def log_keys(spec: DetectionSpec, train_images: int, val_images: int) -> dict:
+    keys: dict = {"train_samples": train_images}
+    if spec.benchmark == "maskrcnn":
+        keys.update({"num_image_candidates": spec.shape.candidates, "min_image_size": spec.shape.min_size,
+                     "max_image_size": spec.shape.max_size})
+    return keys

@@ -1,0 +1,97 @@
+"""The planner's cost model of an RNN-T member (workloads/cost.py says how the planner uses it).
+
+An LSTM network trained data parallel: one "layer" holding every parameter (no pipeline cut, no
+tensor-parallel split), all FLOPs in `weights` (the LSTMs' and the joint's matrix products, for an
+utterance of the training set's mean duration and transcript length: spec.flops_per_sample).
+Progress is in epochs (one utterance is 1/train_utterances of one). Activations kept for backward,
+per utterance: each LSTM layer's gates, cell and output per frame (6 x hidden), the stacked
+input, and the two lattice log-probabilities per (frame, piece) point (the chunked joint's full
+logits are recomputed, not kept), in 16-bit values. LAMB keeps two fp32 moments per parameter, and
+the EMA one more copy.
+
+Convergence: rnnt-librispeech from MLPerf's reference convergence points (rcps_rnnt.json, epochs to
+target by batch size); the CPU tiers from the epochs at which each recorded reference run
+(targets/<member>.json) first reached the target, at the spec's batch size."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainclock.workloads import evidence
+from trainclock.workloads.cost import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
+from trainclock.workloads.rnnt.spec import MEMBERS, RnntSpec, get_member, quality
+
+LAMB_EMA_STATE_BYTES = 12  # Adam's two fp32 moments and the fp32 moving average of the weights
+
+
+@dataclass(frozen=True)
+class RnntCost(SpecCost):
+    spec: RnntSpec
+
+    @property
+    def parameter_count(self) -> int:
+        return self.spec.parameter_count()
+
+    layers = 1
+    other_parameters = 0.0
+    tensor_parallel_units = 1
+    tensor_parallel_unit = "whole networks (data parallel only)"
+    boundary_values_per_sample = 0.0
+    tp_collectives_per_layer = 0
+    optimizer_state_bytes_per_parameter = LAMB_EMA_STATE_BYTES
+    progress_unit = "epochs"
+
+    @property
+    def sample_noun(self) -> str:
+        return f"utterances of {self.spec.mean_duration:g} s"
+
+    @property
+    def layer_parameters(self) -> float:
+        return float(self.parameter_count)
+
+    @property
+    def flops_per_sample(self) -> SampleFlops:
+        return SampleFlops(weights=self.spec.flops_per_sample())
+
+    @property
+    def units_per_sample(self) -> float:
+        return 1.0 / self.spec.train_utterances
+
+    @property
+    def eval_samples(self) -> int:
+        return self.spec.eval_utterances
+
+    def layer_activation_bytes(self, micro_batch: int, tp: int, sequence_parallel: bool, recompute: str) -> float:
+        s, c = self.spec, self.spec.model
+        frames = s.mean_duration * 100 / s.features.subsampling
+        values = (frames * (c.in_features + 6 * c.enc_hidden * c.enc_pre_layers)
+                  + frames / c.stack_time * 6 * c.enc_hidden * c.enc_post_layers
+                  + (s.mean_pieces + 1) * 6 * c.pred_hidden * c.pred_layers
+                  + frames / c.stack_time * (s.mean_pieces + 1) * 2)
+        return 2.0 * micro_batch * values
+
+    @property
+    def recompute_choices(self) -> tuple[str, ...]:
+        return ("none",)
+
+    def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
+        spec = self.spec
+        if spec.target_source.startswith("mlperf"):
+            return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark)
+        recorded = evidence.load("trainclock.workloads.rnnt", spec.name)
+        if not evidence.is_measured(recorded):
+            return None
+        return evidence.convergence(spec.name, recorded["runs"], quality(spec), spec.global_batch_size,
+                                    units_per_progress=spec.train_utterances)
+
+    def measured_efficiency(self) -> tuple[float, str] | None:
+        recorded = {s.name: evidence.load("trainclock.workloads.rnnt", s.name)
+                    for s in MEMBERS.values() if s.target_source.startswith("measured")}
+        return evidence.efficiency(self.name, recorded)
+
+
+def cost_model(member: str) -> WorkloadCost:
+    """The cost model of an RNN-T member (names as get_member takes them); UsageError if unknown."""
+    return RnntCost(get_member(member))

@@ -1,0 +1,81 @@
+"""Training and evaluation batches: utterances tokenised, ordered by the reference's bucketing
+sampler (each epoch: the utterances sorted by duration into `buckets` equal groups, each group
+shuffled, the epoch cut into global batches, the batches shuffled), featurised with the
+augmentations drawn from (seed, step, position), and padded. Everything a batch holds is a function
+of (seed, step), so 1 and 2 processes train on the same rows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from trainclock.workloads.rnnt.data.librispeech import Utterance, load_audio
+from trainclock.workloads.rnnt.features import FeatureConfig, utterance_features
+
+
+class Utterances:
+    """A split's utterances with their pieces; audio read lazily (kept in memory when `cache`)."""
+
+    def __init__(self, utterances: Sequence[Utterance], processor, cache: bool) -> None:
+        self.items = list(utterances)
+        self.labels = [processor.encode(u.transcript) for u in self.items]
+        self.durations = np.array([u.duration for u in self.items])
+        self._audio: dict[int, np.ndarray] | None = {} if cache else None
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def audio(self, i: int) -> np.ndarray:
+        if self._audio is None:
+            return load_audio(self.items[i])
+        if i not in self._audio:
+            self._audio[i] = load_audio(self.items[i])
+        return self._audio[i]
+
+
+def collate(feats: list[torch.Tensor], labels: list[list[int]]) -> dict[str, torch.Tensor]:
+    B = len(feats)
+    out = {"feats": torch.zeros(B, max(f.size(0) for f in feats), feats[0].size(1)),
+           "feat_lens": torch.tensor([f.size(0) for f in feats]),
+           "labels": torch.zeros(B, max(1, max(len(y) for y in labels)), dtype=torch.long),
+           "label_lens": torch.tensor([len(y) for y in labels])}
+    for i, (f, y) in enumerate(zip(feats, labels)):
+        out["feats"][i, :f.size(0)] = f
+        out["labels"][i, :len(y)] = torch.tensor(y, dtype=torch.long)
+    return out
+
+
+class BucketBatches:
+    def __init__(self, data: Utterances, global_batch_size: int, buckets: int, features: FeatureConfig,
+                 seed: int) -> None:
+        self.data, self.gbs, self.buckets, self.features, self.seed = data, global_batch_size, buckets, features, seed
+        self.steps_per_epoch = max(1, len(data) // global_batch_size)  # the last partial batch is dropped
+        self._epoch, self._order = -1, np.zeros(0, dtype=np.int64)
+
+    def order(self, epoch: int) -> np.ndarray:
+        if epoch != self._epoch:
+            rng = np.random.default_rng([self.seed, epoch])
+            by_duration = np.argsort(self.data.durations, kind="stable")
+            groups = [rng.permutation(g) for g in np.array_split(by_duration, max(1, self.buckets))]
+            flat = np.concatenate(groups)[:self.steps_per_epoch * self.gbs].reshape(self.steps_per_epoch, self.gbs)
+            self._epoch, self._order = epoch, flat[rng.permutation(self.steps_per_epoch)]
+        return self._order
+
+    def batch(self, step: int) -> dict[str, torch.Tensor]:
+        epoch, index = divmod(step, self.steps_per_epoch)
+        rows = self.order(epoch)[index]
+        feats = [utterance_features(self.data.audio(int(i)), self.features,
+                                    np.random.default_rng([self.seed, step, k]), train=True) for k, i in enumerate(rows)]
+        return collate(feats, [self.data.labels[int(i)] for i in rows])
+
+
+def eval_batches(data: Utterances, features: FeatureConfig, rows: range, batch: int) -> list[dict[str, torch.Tensor]]:
+    """Evaluation batches of `rows` (no augmentation; the dither from a fixed per-utterance seed)."""
+    out = []
+    for start in range(rows.start, rows.stop, batch):
+        ids = range(start, min(start + batch, rows.stop))
+        feats = [utterance_features(data.audio(i), features, np.random.default_rng([0, i]), train=False) for i in ids]
+        out.append({**collate(feats, [data.labels[i] for i in ids]), "rows": torch.tensor(list(ids))})
+    return out

@@ -1,0 +1,152 @@
+"""rnnt-tiny end to end through `trainclock run`, on the tier's espeak-ng speech in the real data
+home (where `trainclock data prepare` caches it): it reaches its WER target, its log passes the
+official common rules and counts epochs as the rnnt logs do, 2 processes train the same curve as 1,
+a run killed with -9 resumes, the planner predicts it, and bad input is one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.official_checker import check
+from trainclock.mllog.reader import read_events
+from trainclock.workloads.rnnt.spec import get_member
+
+ROOT = Path(__file__).resolve().parents[2]
+MEMBER = "rnnt-tiny"
+
+
+def environment(**env: str) -> dict:
+    full = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), **env}
+    if "TRAINCLOCK_HOME" not in env:
+        full.pop("TRAINCLOCK_HOME", None)  # the real data home: the tier's synthesised speech is cached there
+    return full
+
+
+def trainclock(*argv: str, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "trainclock.cli", *argv], capture_output=True, text=True,
+                          timeout=timeout, env=environment(**env), cwd=ROOT)
+
+
+def records(out: Path, index: int = 0) -> list[dict]:
+    metrics = next(out.glob(f"results/*/{MEMBER}/result_{index}.metrics.jsonl"))
+    return [json.loads(line) for line in metrics.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def prepared():
+    done = trainclock("data", "prepare", MEMBER)  # untimed: espeak-ng speech as LibriSpeech FLAC, cached
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def tiny_run(prepared, tmp_path_factory):
+    out = tmp_path_factory.mktemp(MEMBER)
+    return out, trainclock("run", MEMBER, "--seed", "11", "--out", str(out), "--no-progress")
+
+
+@pytest.mark.slow
+def test_rnnt_tiny_reaches_its_wer_target(tiny_run):
+    out, proc = tiny_run
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "run success" in proc.stdout
+    steps = [r["loss"] for r in records(out) if "loss" in r]
+    evals = [r["eval"]["WER"] for r in records(out) if "eval" in r]
+    target = get_member(MEMBER).target_wer
+    assert np.mean(steps[-10:]) < np.mean(steps[:10])
+    assert evals[-1] <= target and all(e > target for e in evals[:-1])
+
+
+@pytest.mark.slow
+def test_rnnt_tiny_log_passes_the_official_common_rules_and_counts_epochs(tiny_run):
+    out, _ = tiny_run
+    log = next(out.glob(f"results/*/{MEMBER}/result_0.txt"))
+    assert check(log) == []
+    events, problems = read_events(log)
+    assert not problems
+    header = {e.key: e.value for e in events}
+    assert header["submission_benchmark"] == "rnnt" and header["submission_division"] == "open"
+    assert header["opt_name"] == "lamb" and header["eval_max_prediction_symbols"] == 300
+    spec = get_member(MEMBER)
+    assert header["eval_samples"] == spec.eval_utterances and header["train_samples"] == spec.train_utterances
+    first = next(e for e in events if e.key == "eval_accuracy")
+    assert first.metadata["epoch_num"] == pytest.approx(spec.eval_every_epochs)  # epochs, as the rnnt logs
+
+
+@pytest.mark.slow
+def test_two_processes_train_the_same_curve_as_one(prepared, tmp_path):
+    common = ("--seed", "4", "--max-samples", "64", "--precision", "fp32", "--no-progress")
+    one = trainclock("run", MEMBER, "--out", str(tmp_path / "one"), *common)
+    two = trainclock("run", MEMBER, "--out", str(tmp_path / "two"), "--nproc", "2", *common)
+    assert one.returncode in (0, 1) and two.returncode in (0, 1), two.stdout[-2000:] + two.stderr[-3000:]
+    curve = lambda out: [r["loss"] for r in records(out) if "loss" in r]  # noqa: E731
+    wer = lambda out: [r["eval"]["WER"] for r in records(out) if "eval" in r]  # noqa: E731
+    assert len(curve(tmp_path / "one")) == 4
+    assert curve(tmp_path / "two") == pytest.approx(curve(tmp_path / "one"), rel=1e-4, abs=1e-5)
+    assert wer(tmp_path / "two") == pytest.approx(wer(tmp_path / "one"), abs=0.02)  # over the whole set in both
+
+
+@pytest.mark.slow
+def test_resume_after_kill_9_continues_the_run(prepared, tmp_path):
+    args = ("run", MEMBER, "--out", str(tmp_path), "--no-progress", "--checkpoint-every", "4", "--max-samples", "192")
+    victim = subprocess.Popen([sys.executable, "-m", "trainclock.cli", *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=environment(), cwd=ROOT, start_new_session=True)
+    deadline = time.monotonic() + 180
+    while not list(tmp_path.glob(f"checkpoints/*/{MEMBER}/result_0/step_*")):
+        assert time.monotonic() < deadline and victim.poll() is None, "no checkpoint was written"
+        time.sleep(0.05)
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait()
+    resumed = trainclock(*args, "--resume")
+    assert resumed.returncode in (0, 1), resumed.stdout[-2000:] + resumed.stderr[-3000:]
+    log = next(tmp_path.glob(f"results/*/{MEMBER}/result_0.txt"))
+    events, _ = read_events(log)
+    assert [e.key for e in events].count("seed") == 1 and any(e.key == "trainclock_resumed" for e in events)
+    assert [e.key for e in events].count("run_stop") == 1
+    assert max(r["samples"] for r in records(tmp_path)) == 192
+
+
+def test_planner_predicts_the_full_size_from_the_rules_convergence_points():
+    proc = trainclock("plan", "rnnt", "--accelerator", "h100-sxm", "--count", "8")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "rnnt-librispeech" in proc.stdout and "time-to-train" in proc.stdout
+
+
+def test_cost_model_describes_the_network_in_the_planners_terms():
+    from trainclock.workloads.rnnt.cost import cost_model
+
+    full = cost_model("rnnt-librispeech")
+    assert full.parameter_count == 49_006_080 and (full.layers, full.tensor_parallel_units) == (1, 1)
+    assert full.flops_per_sample.total > 6 * 49_006_080 * 12.3 * 100 / 3 / 2 * 0.5  # every weight, per frame
+    points = full.convergence(lambda: ROOT / "no-such-folder").points  # the rules package's RCPs
+    assert dict(points)[1024] == pytest.approx(44.6) and full.eval_samples == 2703
+    assert full.units_per_sample == pytest.approx(1 / 281_241)
+
+
+def test_bad_input_is_one_line(tmp_path):
+    proc = trainclock("run", "rnnt", "--out", str(tmp_path), "--no-progress")
+    assert proc.returncode == 2 and "--data FOLDER" in proc.stderr and "Traceback" not in proc.stderr
+    (tmp_path / "ls" / "dev-clean").mkdir(parents=True)
+    proc = trainclock("run", MEMBER, "--data", str(tmp_path / "ls"), "--out", str(tmp_path), "--no-progress",
+                      TRAINCLOCK_HOME=str(tmp_path / "home"))
+    assert proc.returncode == 2 and "needs dev-clean and at least one of" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_layouts_the_network_cannot_take_are_refused():
+    from trainclock.distributed.layout import Layout
+    from trainclock.errors import UsageError
+    from trainclock.workloads.rnnt.parallelize import check_layout
+
+    for layout in (Layout(dp=1, tp=2), Layout(dp=1, pp=2), Layout(dp=2, fsdp=True)):
+        with pytest.raises(UsageError, match="data parallel|DDP"):
+            check_layout(layout)

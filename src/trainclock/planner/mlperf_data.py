@@ -22,19 +22,27 @@ ENV_VAR = "TRAINCLOCK_MLPERF_RESULTS"
 RESULTS_CSV = "gpt3_results_calibration.csv"
 
 
-def results_dir(explicit: Path | None = None) -> Path:
+def shared_folder(explicit: Path | None, env_var: str, shared_name: str, marker: str) -> tuple[Path | None, str]:
+    """The folder holding `marker`: the explicit one, else $env_var, else shared/<shared_name> beside
+    the repository (or an installed copy's parents); (None, where it looked) when none has it."""
     if explicit is not None:
         candidates = [Path(explicit)]
-    elif os.environ.get(ENV_VAR):
-        candidates = [Path(os.environ[ENV_VAR])]
+    elif os.environ.get(env_var):
+        candidates = [Path(os.environ[env_var])]
     else:
-        candidates = [parent / "shared" / "mlperf-results" for parent in Path(__file__).resolve().parents]
+        candidates = [parent / "shared" / shared_name for parent in Path(__file__).resolve().parents]
     for folder in candidates:
-        if (folder / RESULTS_CSV).is_file():
-            return folder
-    where = candidates[0] if len(candidates) == 1 else "shared/mlperf-results beside the repository"
-    raise DataError(f"no {RESULTS_CSV} in {where}; pass --mlperf-results DIR (a folder laid out as "
-                    f"shared/mlperf-results) or set {ENV_VAR}")
+        if (folder / marker).is_file():
+            return folder, ""
+    return None, str(candidates[0]) if len(candidates) == 1 else f"shared/{shared_name} beside the repository"
+
+
+def results_dir(explicit: Path | None = None) -> Path:
+    folder, where = shared_folder(explicit, ENV_VAR, "mlperf-results", RESULTS_CSV)
+    if folder is None:
+        raise DataError(f"no {RESULTS_CSV} in {where}; pass --mlperf-results DIR (a folder laid out as "
+                        f"shared/mlperf-results) or set {ENV_VAR}")
+    return folder
 
 
 @dataclass(frozen=True)

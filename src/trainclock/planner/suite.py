@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import csv
 import math
-import os
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
@@ -33,6 +32,7 @@ from trainclock.mllog.reader import read_events
 from trainclock.planner import search
 from trainclock.planner.convergence import ConvergenceModel, load_convergence
 from trainclock.planner.hardware import Accelerator, by_alias
+from trainclock.planner.mlperf_data import shared_folder
 from trainclock.planner.plan import Plan
 from trainclock.planner.predict import Prediction, predict
 from trainclock.planner.step_time import Efficiency, eval_seconds
@@ -53,17 +53,10 @@ OVERCOUNT_NOTE = " (above 100%: the cost model counts FLOPs the submissions skip
 
 
 def suite_dir(explicit: Path | None = None) -> Path:
-    if explicit is not None:
-        candidates = [Path(explicit)]
-    elif os.environ.get(ENV_VAR):
-        candidates = [Path(os.environ[ENV_VAR])]
-    else:
-        candidates = [parent / "shared" / "mlperf-suite" for parent in Path(__file__).resolve().parents]
-    for folder in candidates:
-        if (folder / SCORES_CSV).is_file():
-            return folder
-    where = candidates[0] if len(candidates) == 1 else "shared/mlperf-suite beside the repository"
-    raise DataError(f"no {SCORES_CSV} in {where}; set {ENV_VAR} to a folder laid out as shared/mlperf-suite")
+    folder, where = shared_folder(explicit, ENV_VAR, "mlperf-suite", SCORES_CSV)
+    if folder is None:
+        raise DataError(f"no {SCORES_CSV} in {where}; set {ENV_VAR} to a folder laid out as shared/mlperf-suite")
+    return folder
 
 
 @dataclass(frozen=True)

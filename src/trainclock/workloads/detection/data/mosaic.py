@@ -7,47 +7,13 @@ images are written losslessly (PNG) with COCO-format labels in the layout the fu
 
 from __future__ import annotations
 
-import gzip
-import os
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
-from trainclock.errors import DataError
-
-FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
-CLASSES = ("t-shirt", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "ankle-boot")
-FILES = {"train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
-         "val": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")}
 MASK_LEVEL = 48  # item pixels at least this bright (of 255) belong to the item: the rest is canvas
 MAX_ITEMS = 4
-
-
-def source_folder() -> Path:
-    return Path(os.environ.get("TRAINCLOCK_FASHION_MNIST", FASHION_MNIST))
-
-
-def _idx(path: Path, magic: int) -> np.ndarray:
-    # the same idx reading as resnet's export; a benchmark may not import another's folder
-    try:
-        raw = gzip.decompress(path.read_bytes())
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
-        raise DataError(f"cannot read {path} ({type(e).__name__}); install Debian's dataset-fashion-mnist "
-                        "(apt-get install dataset-fashion-mnist) or set $TRAINCLOCK_FASHION_MNIST") from None
-    if int.from_bytes(raw[:4], "big") != magic:
-        raise DataError(f"{path} is not an idx file of the expected kind; reinstall dataset-fashion-mnist")
-    dims = raw[3]
-    shape = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
-    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
-
-
-@cache
-def fashion_items(split: str) -> tuple[np.ndarray, np.ndarray]:
-    images, labels = FILES[split]
-    return _idx(source_folder() / images, 0x803), _idx(source_folder() / labels, 0x801)
 
 
 @dataclass

@@ -17,7 +17,8 @@ from pycocotools import mask as mask_utils
 
 from trainclock.storage import data_home
 from trainclock.workloads.detection.data.layout import COCO_NAMES, OPENIMAGES_LABELS, OPENIMAGES_NAMES
-from trainclock.workloads.detection.data.mosaic import CLASSES, fashion_items, mosaic, source_folder
+from trainclock.workloads.detection.data.mosaic import mosaic
+from trainclock.workloads.fashion_mnist import CLASSES, load_split, source_folder
 
 FORMAT_VERSION = 2  # 2: items of a quarter to a half of the side
 
@@ -50,7 +51,7 @@ def write_split(root: Path, layout: str, split: str, mosaics: list, first_id: in
 
 
 def generate(count: int, side: int, seed: int, split: str) -> list:
-    items, classes = fashion_items(split)
+    items, classes = load_split(split)
     rng = np.random.default_rng([seed, 0 if split == "train" else 1])
     return [mosaic(rng, items, classes, side) for _ in range(count)]
 

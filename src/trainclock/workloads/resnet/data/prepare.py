@@ -6,7 +6,6 @@ staging folder that is renamed whole, so its presence means complete."""
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import os
@@ -19,37 +18,10 @@ from PIL import Image
 
 from trainclock.errors import DataError
 from trainclock.storage import data_home
+from trainclock.workloads.fashion_mnist import CLASSES, load_split, source_folder
 
 FORMAT_VERSION = 1
-FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
-CLASSES = ("t-shirt", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "ankle-boot")
 JPEG_QUALITY = 90
-FILES = {"train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
-         "val": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")}
-
-
-def source_folder() -> Path:
-    return Path(os.environ.get("TRAINCLOCK_FASHION_MNIST", FASHION_MNIST))
-
-
-def _idx(path: Path, magic: int) -> np.ndarray:
-    """An idx file's array (images: n x 28 x 28 uint8, labels: n uint8)."""
-    try:
-        raw = gzip.decompress(path.read_bytes())
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
-        raise DataError(f"cannot read {path} ({type(e).__name__}); install Debian's dataset-fashion-mnist "
-                        "(apt-get install dataset-fashion-mnist) or set $TRAINCLOCK_FASHION_MNIST") from None
-    dims = raw[3]
-    if int.from_bytes(raw[:4], "big") != magic:
-        raise DataError(f"{path} is not an idx file of the expected kind; reinstall dataset-fashion-mnist")
-    shape = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
-    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
-
-
-def load_split(split: str) -> tuple[np.ndarray, np.ndarray]:
-    images, labels = FILES[split]
-    folder = source_folder()
-    return _idx(folder / images, 0x803), _idx(folder / labels, 0x801)
 
 
 def prepared_folder(train_images: int, val_images: int, side: int) -> Path:

@@ -2,18 +2,23 @@
 
 Both models train data parallel only: one unit the planner cannot split and one "layer" holding
 every parameter. FLOPs per image are those of the convolutions and linear layers the image runs
-through, counted by torch's FlopCounterMode on the meta device at the member's image size: the
-backbone, FPN and RetinaNet heads; for Mask R-CNN also the RPN head, the box head on the sampled
-RoIs and the mask head on the positive quarter of them (NMS, anchor matching and losses are not
-matmuls and are left out). Activations: about 3 stored maps per convolution output, 16-bit.
-Progress is in epochs. Convergence: MLPerf's reference points for the full sizes, the tiers'
-recorded reference runs (targets/<member>.json) for them."""
+through in a training step, counted by torch's FlopCounterMode on the meta device at the member's
+image size (Mask R-CNN: the short side, the long one at the data's usual aspect): the backbone,
+FPN and RetinaNet heads; for Mask R-CNN also the RPN head, the box head and predictor on the RoIs
+torchvision samples (box_batch_size_per_image, but at most the proposals and ground-truth boxes
+there are) and the mask head on the positive RoIs only, whose number depends on the data and the
+training state: the shape's `mask_rois` says how many are expected (model.py). NMS, anchor
+matching, RoIAlign and losses are not matmuls and are left out. Counting the mask head on a full
+positive quarter of the sampled RoIs overcounted maskrcnn-tiny 1.7-2.4x. Activations: about 3
+stored maps per convolution output, 16-bit. Progress is in epochs. Convergence: MLPerf's
+reference points for the full sizes, the tiers' recorded reference runs (targets/<member>.json)
+for them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 
 import torch
@@ -22,17 +27,45 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from trainclock.workloads import evidence
 from trainclock.workloads.cost import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost
-from trainclock.workloads.detection.model import build_model, parameter_count
+from trainclock.workloads.detection.model import POSITIVE_FRACTION, DetectorShape, build_model, parameter_count
 from trainclock.workloads.detection.spec import PACKAGE, DetectionSpec, get_member, quality
 
 ADAM_STATE_BYTES, SGD_STATE_BYTES = 8, 4
 MAPS_PER_CONV = 3
-MASK_POSITIVE_FRACTION = 0.25  # Mask R-CNN's box_positive_fraction: the RoIs the mask head sees
 
 
-def forward_costs(spec: DetectionSpec) -> tuple[float, float]:
-    """(forward FLOPs, convolution output values) of one image, measured on the meta device."""
-    shape = spec.shape
+@dataclass(frozen=True)
+class ForwardCosts:
+    """One image's forward FLOPs: `image` for everything run once per image (backbone, FPN, the
+    RetinaNet or RPN head), per RoI for the box and mask heads; `outputs`: convolution output values."""
+
+    image: float
+    box_roi: float = 0.0
+    mask_roi: float = 0.0
+    outputs: float = 0.0
+
+    def total(self, box_rois: float, mask_rois: float) -> float:
+        return self.image + box_rois * self.box_roi + mask_rois * self.mask_roi
+
+
+def expected_rois(shape: DetectorShape) -> tuple[float, float]:
+    """(box head, mask head) RoIs per training image: torchvision samples box_batch_size_per_image
+    among the proposals and the ground-truth boxes, and trains the mask head on the positives."""
+    if shape.arch != "maskrcnn":
+        return 0.0, 0.0
+    box = float(min(shape.roi_batch, shape.candidates + shape.objects_per_image))
+    return box, min(shape.mask_rois, box * POSITIVE_FRACTION)
+
+
+def _counted(run: Callable[[], object]) -> float:
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        run()
+    return float(counter.get_total_flops())
+
+
+@cache
+def forward_costs(shape: DetectorShape) -> ForwardCosts:
+    """The parts of one image's forward FLOPs, measured on the meta device."""
     outputs = 0
 
     def count(module: nn.Module, inputs, output) -> None:
@@ -42,26 +75,29 @@ def forward_costs(spec: DetectionSpec) -> tuple[float, float]:
     with torch.device("meta"):
         model = build_model(shape).eval()  # batch norm over one image's 1x1 maps refuses to train
     hooks = [m.register_forward_hook(count) for m in model.modules() if isinstance(m, nn.Conv2d)]
-    side = shape.min_size
-    with FlopCounterMode(display=False) as counter, torch.no_grad():
-        features = model.backbone(torch.zeros(1, 3, side, side, device="meta"))
-        levels = list(features.values())
-        if shape.arch == "retinanet":
-            model.head.classification_head(levels)
-            model.head.regression_head(levels)
-        else:
-            model.rpn.head(levels)
-            c = shape.fpn_channels
-            model.roi_heads.box_head(torch.zeros(shape.roi_batch, c, 7, 7, device="meta"))
-            masks = max(1, int(shape.roi_batch * MASK_POSITIVE_FRACTION))
-            model.roi_heads.mask_predictor(model.roi_heads.mask_head(torch.zeros(masks, c, 14, 14, device="meta")))
+    side, c = shape.min_size, shape.fpn_channels
+    long = side if shape.fixed_size else min(shape.max_size, round(side * shape.aspect))
+
+    def per_image() -> None:
+        levels = list(model.backbone(torch.zeros(1, 3, side, long, device="meta")).values())
+        heads = (model.head.classification_head, model.head.regression_head) if shape.arch == "retinanet" \
+            else (model.rpn.head,)
+        for head in heads:
+            head(levels)
+
+    image = _counted(per_image)
     for h in hooks:
         h.remove()
-    return float(counter.get_total_flops()), float(outputs)
+    if shape.arch == "retinanet":
+        return ForwardCosts(image, outputs=float(outputs))
+    roi = model.roi_heads
+    box = _counted(lambda: roi.box_predictor(roi.box_head(torch.zeros(1, c, 7, 7, device="meta"))))
+    mask = _counted(lambda: roi.mask_predictor(roi.mask_head(torch.zeros(1, c, 14, 14, device="meta"))))
+    return ForwardCosts(image, box, mask, float(outputs))
 
 
 def train_flops_per_image(spec: DetectionSpec) -> float:
-    return 3.0 * forward_costs(spec)[0]  # forward + backward, 1:2
+    return 3.0 * forward_costs(spec.shape).total(*expected_rois(spec.shape))  # forward + backward, 1:2
 
 
 @dataclass(frozen=True)
@@ -93,13 +129,9 @@ class DetectionCost(SpecCost):
     def optimizer_state_bytes_per_parameter(self) -> float:
         return ADAM_STATE_BYTES if self.spec.benchmark == "ssd" else SGD_STATE_BYTES
 
-    @cached_property
-    def _forward(self) -> tuple[float, float]:
-        return forward_costs(self.spec)
-
     @property
     def flops_per_sample(self) -> SampleFlops:
-        return SampleFlops(weights=3.0 * self._forward[0])
+        return SampleFlops(weights=train_flops_per_image(self.spec))
 
     @property
     def units_per_sample(self) -> float:
@@ -112,7 +144,7 @@ class DetectionCost(SpecCost):
     def layer_activation_bytes(self, micro_batch: int, tp: int, sequence_parallel: bool, recompute: str) -> float:
         if recompute == "full":
             return 2.0 * micro_batch * 3 * self.spec.shape.min_size ** 2
-        return 2.0 * micro_batch * MAPS_PER_CONV * self._forward[1]
+        return 2.0 * micro_batch * MAPS_PER_CONV * forward_costs(self.spec.shape).outputs
 
     @property
     def recompute_choices(self) -> tuple[str, ...]:

@@ -28,6 +28,7 @@ from trainclock.errors import UsageError
 
 TRAINABLE_BACKBONE_LAYERS = 3  # both references
 IMAGE_MEAN, IMAGE_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+POSITIVE_FRACTION = 0.25  # Mask R-CNN's box_positive_fraction: at most this share of the sampled RoIs are positive
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,14 @@ class DetectorShape:
     candidates: int = 1000  # RetinaNet topk_candidates per level; Mask R-CNN RPN proposals per image (train)
     test_candidates: int = 1000  # Mask R-CNN RPN proposals per image at evaluation
     roi_batch: int = 512  # Mask R-CNN box sampling per image
+    # the cost model's (cost.py) expectations of the data and of training, not the model's settings:
+    objects_per_image: float = 7.3  # ground-truth boxes per training image (COCO 2017 train: 860,001 / 117,266)
+    aspect: float = 1.0  # an image's long side over its short one: COCO's are mostly 640x480 (Mask R-CNN: 800x1067)
+    # positive RoIs per training image, the mask head's batch: the ground-truth boxes (torchvision adds them to the
+    # proposals) and the proposals overlapping them by IoU >= 0.5, at most POSITIVE_FRACTION x roi_batch. Full
+    # size: an estimate (no COCO run here), about 5 per object against the 128 allowed, as Detectron2's R50-FPN
+    # logs' roi_head/num_fg_samples are in the tens; the tiers' value is measured (spec.py).
+    mask_rois: float = 40.0
 
     def describe(self) -> str:
         body = self.backbone if self.backbone != "small" else f"ResNet {'-'.join(map(str, self.widths))}"
@@ -131,7 +140,8 @@ def build_model(shape: DetectorShape, weights: str | None = None) -> nn.Module:
                          box_predictor=FastRCNNPredictor(shape.head_hidden, shape.num_classes),
                          mask_head=MaskRCNNHeads(c, (c,) * 4, 1),
                          mask_predictor=MaskRCNNPredictor(c, c, shape.num_classes),
-                         box_detections_per_img=shape.detections_per_image, box_batch_size_per_image=shape.roi_batch)
+                         box_detections_per_img=shape.detections_per_image, box_batch_size_per_image=shape.roi_batch,
+                         box_positive_fraction=POSITIVE_FRACTION)
     fixed = (shape.min_size, shape.min_size) if shape.fixed_size else None
     model.transform = GeneralizedRCNNTransform(shape.min_size, shape.max_size, IMAGE_MEAN, IMAGE_STD, fixed_size=fixed)
     return model

@@ -18,6 +18,7 @@ from trainclock.errors import UsageError
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, RunSettings, TrainJob
 from trainclock.workloads.batch_plan import check_global_batch, micro_batch
 from trainclock.workloads.detection.cost import cost_model, train_flops_per_image
+from trainclock.workloads.detection.data import openimages_csv
 from trainclock.workloads.detection.data.layout import Split, load_split, split_files
 from trainclock.workloads.detection.data.loader import EvalBatches, TrainBatches
 from trainclock.workloads.detection.data.prepare import prepare
@@ -27,7 +28,8 @@ from trainclock.workloads.detection.optim import AdamWarmup, SGDWarmupSteps
 from trainclock.workloads.detection.spec import METRICS, DetectionSpec, get_member, members_of, quality
 
 DATASETS = {"openimages": "the MLPerf OpenImages subset (<folder>/train/labels/openimages-mlperf.json, train/data/, "
-                          "validation/...)",
+                          "validation/...; or OpenImages v6's CSVs and images, converted by `trainclock data "
+                          "prepare ssd --data FOLDER`)",
             "coco": "COCO 2017 (<folder>/annotations/instances_train2017.json, train2017/, val2017/)"}
 PARALLELISM = ModelParallelism()  # data parallel only, as every published entry trains them
 
@@ -57,7 +59,7 @@ class DetectionWorkload:
             if settings.data is None:
                 raise UsageError(f"{spec.name} trains on {DATASETS[spec.dataset]}: pass --data FOLDER (it is "
                                  "never downloaded)")
-            split_files(Path(settings.data), "train")
+            split_files(official_folder(Path(settings.data), convert=False), "train")
             weights = settings.extra.get("backbone_weights")
             if weights is None:
                 raise UsageError(f"{spec.name} starts from ImageNet backbone weights: pass --backbone-weights PATH "
@@ -90,7 +92,7 @@ class DetectionWorkload:
         spec = get_member(member, self.key)
         if spec.full and data is None:
             raise UsageError(f"{spec.name} reads {DATASETS[spec.dataset]}: pass --data FOLDER")
-        root = Path(data) if data is not None else data_folder(spec, None, force)
+        root = official_folder(Path(data), force=force) if data is not None else data_folder(spec, None, force)
         train, val = load_splits(spec, root)
         return f"{len(train.records):,} train and {len(val.records):,} val images in {len(train.category_ids)} classes in {root}"
 
@@ -98,9 +100,20 @@ class DetectionWorkload:
         return cost_model(member, self.key)
 
 
+def official_folder(data: Path, convert: bool = True, force: bool = False) -> Path:
+    """`data` itself, or for a folder of OpenImages v6 CSVs its MLPerf layout (converted when `convert`)."""
+    if not openimages_csv.is_csv_folder(data):
+        return data.expanduser()
+    folder = openimages_csv.converted_folder(data)
+    if convert or folder.exists():
+        return openimages_csv.convert(data, force)
+    raise UsageError(f"{data} holds OpenImages CSVs: convert them first (untimed) with "
+                     f"`trainclock data prepare ssd --data {data}`")
+
+
 def data_folder(spec: DetectionSpec, data: str | None, force: bool = False) -> Path:
     if data is not None:
-        return Path(data).expanduser()
+        return official_folder(Path(data), convert=False)
     if spec.full:
         raise UsageError(f"{spec.name} trains on {DATASETS[spec.dataset]}: pass --data FOLDER")
     return prepare(spec.layout, spec.train_images, spec.val_images, spec.image_side, force=force)

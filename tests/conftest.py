@@ -1,4 +1,5 @@
-"""Shared fixtures: an isolated data home and a small learnable text corpus made on the spot."""
+"""Shared fixtures: an isolated data home, `trainclock` run in this process, and a small learnable
+text corpus made on the spot."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import random
 from pathlib import Path
 
 import pytest
+import torch
+
+from trainclock import cli as trainclock_cli
 
 WORDS = {
     "subject": ["the king", "a fool", "my lord", "the queen", "this knight", "her brother", "the ghost", "our army"],
@@ -48,7 +52,34 @@ def pytest_runtest_makereport(item, call):
 def data_home(tmp_path_factory, monkeypatch) -> Path:
     home = tmp_path_factory.mktemp("trainclock-home")
     monkeypatch.setenv("TRAINCLOCK_HOME", str(home))
+    # named apart from the home: tests that read the real data home (the tiers' cached data) drop
+    # TRAINCLOCK_HOME, and their runs must still store results here, never in the user's database
+    monkeypatch.setenv("TRAINCLOCK_DB", str(home / "results.db"))
     return home
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One intra-op thread, as the end-to-end tests' processes get (tests/workloads/helpers.py): two
+    threads on a 2-core machine that other processes keep busy spin-wait at the end of every op (a
+    4-image RetinaNet step took 9.5 s with two threads at load 8, 0.1 s with one). A test that
+    measures threads on purpose sets its own."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def cli(capsys):
+    """Runs `trainclock ARGS...` in this process (a subprocess pays seconds of imports first);
+    returns (exit code, stdout, stderr)."""
+    def run(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = trainclock_cli.main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return code, out, err
+    return run
 
 
 @pytest.fixture(scope="session")

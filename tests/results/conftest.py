@@ -52,17 +52,11 @@ def shared_reviews(shared_entries):
 
 
 @pytest.fixture
-def cli(capsys, monkeypatch):
-    """Runs `trainclock ARGS...` in this process; returns (exit code, stdout, stderr)."""
+def cli(cli, monkeypatch):
+    """tests/conftest.py's, with the results command registered even where the CLI lacks it."""
     if results_command not in trainclock_cli.COMMANDS:
         monkeypatch.setattr(trainclock_cli, "COMMANDS", [*trainclock_cli.COMMANDS, results_command])
-
-    def run(*args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = trainclock_cli.main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return code, out, err
-    return run
+    return cli
 
 
 def gpu_family_tree(root: Path, system: str, accelerators: int, minutes: list[float]) -> Path:

@@ -5,40 +5,22 @@ samples as the bert logs do, 2 processes train the same curve as 1, and bad inpu
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from tests.official_checker import check
+from tests.workloads.helpers import (ROOT, error_line, kill_at_first_checkpoint, losses, prepare_data, records,
+                                     trainclock)
 from trainclock.mllog.reader import read_events
 from trainclock.workloads.bert.spec import get_member
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def trainclock(*argv: str, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", **env}
-    full_env.pop("TRAINCLOCK_HOME", None)  # the real data home: the corpus and the tier's cache live there
-    return subprocess.run([sys.executable, "-m", "trainclock.cli", *argv], capture_output=True, text=True,
-                          timeout=timeout, env=full_env, cwd=ROOT)
-
-
-def records(out: Path, member: str = "bert-tiny") -> list[dict]:
-    metrics = next(out.glob(f"results/*/{member}/result_0.metrics.jsonl"))
-    return [json.loads(line) for line in metrics.read_text().splitlines()]
+MEMBER = "bert-tiny"
 
 
 @pytest.fixture(scope="module")
 def prepared():
     fetched = trainclock("data", "fetch")
     assert fetched.returncode == 0, fetched.stderr[-2000:]
-    done = trainclock("data", "prepare", "bert-tiny")  # untimed: data and the phase-1 checkpoint, cached
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
+    return prepare_data(MEMBER)  # untimed: data and the phase-1 checkpoint, cached
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +34,8 @@ def test_bert_tiny_reaches_its_target_from_the_phase1_checkpoint(tiny_run):
     out, proc = tiny_run
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "run success" in proc.stdout
-    steps = [r for r in records(out) if "loss" in r]
-    evals = [r["eval"]["masked-LM accuracy"] for r in records(out) if "eval" in r]
+    steps = [r for r in records(out, MEMBER) if "loss" in r]
+    evals = [r["eval"]["masked-LM accuracy"] for r in records(out, MEMBER) if "eval" in r]
     target = get_member("bert-tiny").target_accuracy
     assert steps[-1]["loss"] < steps[0]["loss"]
     assert evals[-1] >= target and all(e < target for e in evals[:-1])
@@ -72,7 +54,7 @@ def test_bert_tiny_log_passes_the_official_common_rules_and_counts_samples(tiny_
     spec = get_member("bert-tiny")
     first = next(e for e in events if e.key == "eval_accuracy")
     assert first.metadata["epoch_num"] == spec.eval_every_samples  # progress in samples, as the bert logs
-    assert header["train_samples"] == [r for r in records(out) if "loss" in r][-1]["samples"]
+    assert header["train_samples"] == [r for r in records(out, MEMBER) if "loss" in r][-1]["samples"]
 
 
 @pytest.mark.slow
@@ -81,27 +63,26 @@ def test_two_processes_train_the_same_curve_as_one(prepared, tmp_path):
     one = trainclock("run", "bert-tiny", "--out", str(tmp_path / "one"), *common)
     two = trainclock("run", "bert-tiny", "--out", str(tmp_path / "two"), "--nproc", "2", *common)
     assert one.returncode in (0, 1) and two.returncode in (0, 1), two.stderr[-3000:]
-    curve = lambda out: [r["loss"] for r in records(out) if "loss" in r]  # noqa: E731
-    accuracy = lambda out: [r["eval"]["masked-LM accuracy"] for r in records(out) if "eval" in r]  # noqa: E731
+    curve = lambda out: losses(out, MEMBER)  # noqa: E731
+    accuracy = lambda out: [r["eval"]["masked-LM accuracy"] for r in records(out, MEMBER) if "eval" in r]  # noqa: E731
     assert len(curve(tmp_path / "one")) == 4
     assert curve(tmp_path / "two") == pytest.approx(curve(tmp_path / "one"), rel=1e-4, abs=1e-5)
     assert accuracy(tmp_path / "two") == pytest.approx(accuracy(tmp_path / "one"), abs=1e-9)
 
 
-def test_full_size_without_its_checkpoint_or_data_is_one_line(tmp_path):
-    proc = trainclock("run", "bert", "--out", str(tmp_path), "--no-progress", TRAINCLOCK_BERT_INIT_CHECKPOINT="")
-    assert proc.returncode == 2 and "--init-checkpoint PATH" in proc.stderr and "Traceback" not in proc.stderr
-    proc = trainclock("run", "bert", "--out", str(tmp_path), "--no-progress", "--init-checkpoint", str(tmp_path / "x.pt"))
-    assert proc.returncode == 2 and "x.pt does not exist" in proc.stderr and "Traceback" not in proc.stderr
+def test_full_size_without_its_checkpoint_or_data_is_one_line(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("TRAINCLOCK_BERT_INIT_CHECKPOINT", "")
+    run = ("run", "bert", "--out", tmp_path, "--no-progress")
+    assert "--init-checkpoint PATH" in error_line(cli(*run))
+    assert "x.pt does not exist" in error_line(cli(*run, "--init-checkpoint", tmp_path / "x.pt"))
     (tmp_path / "x.pt").write_bytes(b"")
-    proc = trainclock("run", "bert", "--out", str(tmp_path), "--no-progress", "--init-checkpoint", str(tmp_path / "x.pt"))
-    assert proc.returncode == 2 and "--data FOLDER" in proc.stderr and "Traceback" not in proc.stderr
+    assert "--data FOLDER" in error_line(cli(*run, "--init-checkpoint", tmp_path / "x.pt"))
 
 
-def test_the_planner_predicts_bert_from_its_cost_model():
-    proc = trainclock("plan", "bert", "--accelerator", "h100-sxm", "--count", "8", "--layout", "tp=1,pp=1,mb=8")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "bert-large on 8 x h100-sxm" in proc.stdout and "(MLPerf RCPs training_3.1.0)" in proc.stdout
+def test_the_planner_predicts_bert_from_its_cost_model(cli):
+    code, out, err = cli("plan", "bert", "--accelerator", "h100-sxm", "--count", "8", "--layout", "tp=1,pp=1,mb=8")
+    assert code == 0, err[-2000:]
+    assert "bert-large on 8 x h100-sxm" in out and "(MLPerf RCPs training_3.1.0)" in out
     from trainclock.workloads.bert.cost import cost_model
 
     large = cost_model("bert-large")
@@ -115,26 +96,13 @@ def test_the_planner_predicts_bert_from_its_cost_model():
 
 @pytest.mark.slow
 def test_resume_after_kill_9_trains_the_same_curve(prepared, tmp_path):
-    import signal
-    import time
-
     common = ("--seed", "5", "--max-samples", "192", "--precision", "fp32", "--no-progress", "--checkpoint-every", "2")
     whole = trainclock("run", "bert-tiny", "--out", str(tmp_path / "whole"), *common)
     assert whole.returncode in (0, 1), whole.stderr[-3000:]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    env.pop("TRAINCLOCK_HOME", None)
-    argv = [sys.executable, "-m", "trainclock.cli", "run", "bert-tiny", "--out", str(tmp_path / "cut"), *common]
-    victim = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
-    deadline = time.monotonic() + 300
-    while not list((tmp_path / "cut").glob("checkpoints/*/bert-tiny/result_0/step_*")):
-        assert time.monotonic() < deadline and victim.poll() is None, "no checkpoint was written"
-        time.sleep(0.01)
-    os.killpg(victim.pid, signal.SIGKILL)
-    victim.wait()
+    kill_at_first_checkpoint(tmp_path / "cut", MEMBER, *common)
     resumed = trainclock("run", "bert-tiny", "--out", str(tmp_path / "cut"), *common, "--resume")
     assert resumed.returncode in (0, 1), resumed.stderr[-3000:]
-    steps = lambda out: {r["step"]: r["loss"] for r in records(out) if "loss" in r}  # noqa: E731
+    steps = lambda out: {r["step"]: r["loss"] for r in records(out, MEMBER) if "loss" in r}  # noqa: E731
     whole_curve, cut_curve = steps(tmp_path / "whole"), steps(tmp_path / "cut")
     assert len(whole_curve) == 6 and set(cut_curve) == set(whole_curve)
     assert [cut_curve[s] for s in sorted(cut_curve)] == pytest.approx([whole_curve[s] for s in sorted(whole_curve)],

@@ -6,55 +6,32 @@ resumes to the same curve, on the same or another number of processes, and bad i
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.official_checker import check
 from tests.workloads.dlrm_dcnv2.files import write_days
+from tests.workloads.helpers import (error_line, evaluations, kill_at_first_checkpoint, log_path, losses, prepare_data,
+                                     records, trainclock)
 from trainclock.mllog.reader import read_events
 from trainclock.workloads.dlrm_dcnv2.spec import get_member
 
-ROOT = Path(__file__).resolve().parents[2]
 MEMBER = "dlrm-tiny"
 SHORT = ("--seed", "4", "--max-samples", "12288", "--precision", "fp32", "--no-progress", "--checkpoint-every", "6")
 
 
-def environment() -> dict[str, str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    env.pop("TRAINCLOCK_HOME", None)  # the real data home: the tier's click log is cached there
-    return env
-
-
-def trainclock(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "trainclock.cli", *argv], capture_output=True, text=True,
-                          timeout=timeout, env=environment(), cwd=ROOT)
-
-
-def records(out: Path) -> list[dict]:
-    metrics = next(out.glob(f"results/*/{MEMBER}/result_0.metrics.jsonl"))
-    return [json.loads(line) for line in metrics.read_text().splitlines()]
-
-
 def curve(out: Path) -> list[float]:
-    return [r["loss"] for r in records(out) if "loss" in r]
+    return losses(out, MEMBER)
 
 
 def aucs(out: Path) -> list[float]:
-    return [r["eval"]["AUC"] for r in records(out) if "eval" in r]
+    return evaluations(out, MEMBER, "AUC")
 
 
 @pytest.fixture(scope="module")
 def prepared():
-    done = trainclock("data", "prepare", MEMBER)  # untimed: the click log, generated once and cached
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
+    return prepare_data(MEMBER)  # untimed: the click log, generated once and cached
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +58,7 @@ def test_tiny_reaches_its_target_within_one_epoch(tiny_run):
     out, proc = tiny_run
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "run success" in proc.stdout
-    steps = [r for r in records(out) if "loss" in r]
+    steps = [r for r in records(out, MEMBER) if "loss" in r]
     target = get_member(MEMBER).target_auc
     assert sum(r["loss"] for r in steps[-10:]) < sum(r["loss"] for r in steps[:10])
     assert aucs(out)[-1] >= target and all(a < target for a in aucs(out)[:-1])
@@ -91,7 +68,7 @@ def test_tiny_reaches_its_target_within_one_epoch(tiny_run):
 @pytest.mark.slow
 def test_tiny_log_passes_the_official_common_rules_and_counts_epochs(tiny_run):
     out, _ = tiny_run
-    log = next(out.glob(f"results/*/{MEMBER}/result_0.txt"))
+    log = log_path(out, MEMBER)
     assert check(log) == []
     events, problems = read_events(log)
     assert not problems
@@ -104,18 +81,6 @@ def test_tiny_log_passes_the_official_common_rules_and_counts_epochs(tiny_run):
     assert header["eval_samples"] == (spec.eval_day_rows + 1) // 2
 
 
-def kill_at_first_checkpoint(tmp_path: Path, *argv: str) -> None:
-    victim = subprocess.Popen([sys.executable, "-m", "trainclock.cli", "run", MEMBER, "--out", str(tmp_path), *argv],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment(), cwd=ROOT,
-                              start_new_session=True)
-    deadline = time.monotonic() + 240
-    while not list(tmp_path.glob(f"checkpoints/*/{MEMBER}/result_0/step_*/trainclock.json")):
-        assert time.monotonic() < deadline and victim.poll() is None, "no checkpoint before the run ended"
-        time.sleep(0.01)
-    os.killpg(victim.pid, signal.SIGKILL)  # torchrun and its workers too: one process group
-    victim.wait()
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("sharding", ["table", "row"])
 def test_two_processes_with_sharded_tables_train_the_same_curve_as_one(one_process, tmp_path, sharding):
@@ -126,7 +91,7 @@ def test_two_processes_with_sharded_tables_train_the_same_curve_as_one(one_proce
     # all-reduced sum rounds differently can flip sign, so the curves agree to 1e-3, not to 1e-5
     assert curve(tmp_path) == pytest.approx(curve(one_process), rel=1e-3, abs=1e-4)
     assert aucs(tmp_path) == pytest.approx(aucs(one_process), abs=2e-3)
-    log = next(tmp_path.glob(f"results/*/{MEMBER}/result_0.txt")).read_text()
+    log = log_path(tmp_path, MEMBER).read_text()
     assert '"key": "submission_benchmark", "value": "dlrm_dcnv2"' in log
     assert f'"key": "trainclock_embedding_sharding", "value": "{sharding}"' in log
 
@@ -134,39 +99,39 @@ def test_two_processes_with_sharded_tables_train_the_same_curve_as_one(one_proce
 @pytest.mark.slow
 def test_kill_9_of_a_sharded_run_resumes_on_one_process(one_process, tmp_path):
     # the default system name counts the processes: both runs name theirs to be one result
-    kill_at_first_checkpoint(tmp_path, "--nproc", "2", "--embedding-sharding", "table", "--system", "dlrm", *SHORT)
+    kill_at_first_checkpoint(tmp_path, MEMBER, "--nproc", "2", "--embedding-sharding", "table", "--system", "dlrm",
+                             *SHORT)
     written = next(tmp_path.glob(f"checkpoints/*/{MEMBER}/result_0/step_*"))
     assert len(list(written.glob("__*_0.distcp"))) == 2  # each rank wrote its own tables
     resumed = trainclock("run", MEMBER, "--out", str(tmp_path), "--system", "dlrm", *SHORT, "--resume")
     assert resumed.returncode in (0, 1), resumed.stderr[-3000:]
     assert "on 2 processes" not in resumed.stdout + resumed.stderr  # it did continue on one
+    # (once seen under load: a resumed curve of 6 steps against 24; the output says why next time)
+    assert len(curve(tmp_path)) == len(curve(one_process)), resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert curve(tmp_path) == pytest.approx(curve(one_process), rel=1e-5, abs=1e-6)
     assert aucs(tmp_path) == pytest.approx(aucs(one_process), abs=1e-5)
-    log = next(tmp_path.glob(f"results/*/{MEMBER}/result_0.txt")).read_text()
+    log = log_path(tmp_path, MEMBER).read_text()
     assert log.count('"key": "run_start"') == 1 and '"key": "trainclock_resumed"' in log
 
 
 @pytest.mark.slow
 def test_kill_9_then_resume_gives_the_same_curve(one_process, tmp_path):
-    kill_at_first_checkpoint(tmp_path, *SHORT)
+    kill_at_first_checkpoint(tmp_path, MEMBER, *SHORT)
     resumed = trainclock("run", MEMBER, "--out", str(tmp_path), *SHORT, "--resume")
     assert resumed.returncode in (0, 1), resumed.stderr[-3000:]
     assert curve(tmp_path) == curve(one_process)  # bit for bit
     assert aucs(tmp_path) == aucs(one_process)
-    log = next(tmp_path.glob(f"results/*/{MEMBER}/result_0.txt")).read_text()
+    log = log_path(tmp_path, MEMBER).read_text()
     assert log.count('"key": "run_start"') == 1 and '"key": "trainclock_resumed"' in log
 
 
-def test_full_size_without_data_or_with_broken_data_is_one_line(tmp_path):
-    proc = trainclock("run", "dlrm_dcnv2", "--out", str(tmp_path), "--no-progress")
-    assert proc.returncode == 2 and "--data FOLDER" in proc.stderr and "Traceback" not in proc.stderr
+def test_full_size_without_data_or_with_broken_data_is_one_line(cli, tmp_path):
+    assert "--data FOLDER" in error_line(cli("run", "dlrm_dcnv2", "--out", tmp_path, "--no-progress"))
     folder = write_days(tmp_path / "criteo", 2, 8, get_member("dlrm-criteo1tb").shape.multi_hot)
-    proc = trainclock("data", "prepare", "dlrm_dcnv2", "--data", str(folder))
-    assert proc.returncode == 2 and "day_2_dense.npy is missing" in proc.stderr and "Traceback" not in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1  # every other broken file: dlrm_dcnv2/test_formats.py
+    # every other broken file: dlrm_dcnv2/test_formats.py
+    assert "day_2_dense.npy is missing" in error_line(cli("data", "prepare", "dlrm_dcnv2", "--data", folder))
 
 
-def test_sharding_on_one_process_is_one_line(tmp_path):
-    proc = trainclock("run", MEMBER, "--out", str(tmp_path), "--embedding-sharding", "row", "--no-progress")
-    assert proc.returncode == 2 and "add --nproc 2 or more" in proc.stderr and "Traceback" not in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1
+def test_sharding_on_one_process_is_one_line(cli, tmp_path):
+    refused = cli("run", MEMBER, "--out", tmp_path, "--embedding-sharding", "row", "--no-progress")
+    assert "add --nproc 2 or more" in error_line(refused)

@@ -6,54 +6,29 @@ planner predicts the full size's time-to-train from its cost model."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.official_checker import check
+from tests.workloads.helpers import (error_line, kill_at_first_checkpoint, log_path, losses, prepare_data, records,
+                                     trainclock)
 from tests.workloads.resnet.trees import truncate, write_tree
 from trainclock.mllog.reader import read_events
 from trainclock.workloads.resnet.spec import get_member
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _env() -> dict:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    env.pop("TRAINCLOCK_HOME", None)  # the real data home: the tier's exported images are cached there
-    return env
-
-
-def trainclock(*argv: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "trainclock.cli", *argv], capture_output=True, text=True,
-                          timeout=timeout, env=_env(), cwd=ROOT)
+MEMBER = "resnet-tiny"
 
 
 def run_args(out: Path, *extra: str) -> list[str]:
-    return ["run", "resnet-tiny", "--out", str(out), "--no-progress", "--precision", "fp32", *extra]
-
-
-def records(out: Path, member: str = "resnet-tiny") -> list[dict]:
-    metrics = next(out.glob(f"results/*/{member}/result_0.metrics.jsonl"))
-    return [json.loads(line) for line in metrics.read_text().splitlines()]
-
-
-def log_path(out: Path, member: str = "resnet-tiny") -> Path:
-    return next(out.glob(f"results/*/{member}/result_0.txt"))
+    return ["run", MEMBER, "--out", str(out), "--no-progress", "--precision", "fp32", *extra]
 
 
 @pytest.fixture(scope="module")
 def prepared():
-    done = trainclock("data", "prepare", "resnet-tiny")  # untimed: the JPEG export, cached
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "12,000 train and 1,000 val images in 10 classes" in done.stdout
-    return done.stdout
+    done = prepare_data(MEMBER)  # untimed: the JPEG export, cached
+    assert "12,000 train and 1,000 val images in 10 classes" in done
+    return done
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +42,8 @@ def test_resnet_tiny_reaches_its_top1_target(tiny_run):
     out, proc = tiny_run
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "run success" in proc.stdout and "images/s" in proc.stdout
-    steps = [r for r in records(out) if "loss" in r]
-    evals = [r["eval"]["top-1 accuracy"] for r in records(out) if "eval" in r]
+    steps = [r for r in records(out, MEMBER) if "loss" in r]
+    evals = [r["eval"]["top-1 accuracy"] for r in records(out, MEMBER) if "eval" in r]
     target = get_member("resnet-tiny").target_accuracy
     assert steps[-1]["loss"] < steps[0]["loss"] - 0.8
     assert evals[-1] >= target and all(e < target for e in evals[:-1])
@@ -77,7 +52,7 @@ def test_resnet_tiny_reaches_its_top1_target(tiny_run):
 @pytest.mark.slow
 def test_resnet_tiny_log_passes_the_official_common_rules_and_counts_epochs(tiny_run):
     out, _ = tiny_run
-    log = log_path(out)
+    log = log_path(out, MEMBER)
     assert check(log) == []
     events, problems = read_events(log)
     assert not problems
@@ -97,8 +72,8 @@ def test_two_processes_train_the_same_curve_as_one(prepared, tmp_path):
     one = trainclock(*run_args(tmp_path / "one", *common))
     two = trainclock(*run_args(tmp_path / "two", "--nproc", "2", *common))
     assert one.returncode in (0, 1) and two.returncode in (0, 1), two.stderr[-3000:]
-    curve = lambda out: [r["loss"] for r in records(out) if "loss" in r]  # noqa: E731
-    accuracy = lambda out: [r["eval"]["top-1 accuracy"] for r in records(out) if "eval" in r]  # noqa: E731
+    curve = lambda out: losses(out, MEMBER)  # noqa: E731
+    accuracy = lambda out: [r["eval"]["top-1 accuracy"] for r in records(out, MEMBER) if "eval" in r]  # noqa: E731
     assert len(curve(tmp_path / "one")) == 8
     # the same images, crops and batch-norm groups (micro-batches of 32) on 1 or 2 processes
     assert curve(tmp_path / "two") == pytest.approx(curve(tmp_path / "one"), rel=1e-4, abs=1e-5)
@@ -110,31 +85,21 @@ def test_two_processes_train_the_same_curve_as_one(prepared, tmp_path):
 @pytest.mark.slow
 def test_resume_after_kill_9_continues_the_run(prepared, tmp_path):
     args = run_args(tmp_path, "--seed", "8", "--checkpoint-every", "4", "--max-samples", "1536")
-    env = _env()
-    victim = subprocess.Popen([sys.executable, "-m", "trainclock.cli", *args], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, start_new_session=True)
-    deadline = time.monotonic() + 240
-    while not list(tmp_path.glob("checkpoints/*/resnet-tiny/result_0/step_*")):
-        assert time.monotonic() < deadline and victim.poll() is None, "no checkpoint was written"
-        time.sleep(0.02)
-    os.killpg(victim.pid, signal.SIGKILL)
-    victim.wait()
+    kill_at_first_checkpoint(tmp_path, MEMBER, *args[4:])
     resumed = trainclock(*args, "--resume")
     assert resumed.returncode in (0, 1), resumed.stderr[-3000:]
-    events, _ = read_events(log_path(tmp_path))
+    events, _ = read_events(log_path(tmp_path, MEMBER))
     assert [e.key for e in events].count("seed") == 1 and any(e.key == "trainclock_resumed" for e in events)
-    steps = [r["step"] for r in records(tmp_path) if "loss" in r]
+    steps = [r["step"] for r in records(tmp_path, MEMBER) if "loss" in r]
     assert steps == list(range(len(steps))) and len(steps) == 1536 // 64
 
 
-def test_bad_input_is_one_line(tmp_path):
-    proc = trainclock("run", "resnet", "--out", str(tmp_path), "--no-progress")
-    assert proc.returncode == 2 and "--data FOLDER" in proc.stderr and "Traceback" not in proc.stderr
-    proc = trainclock("run", "resnet", "--out", str(tmp_path), "--no-progress", "--data", str(tmp_path / "nope"))
-    assert proc.returncode == 2 and "nope does not exist" in proc.stderr and "Traceback" not in proc.stderr
+def test_bad_input_is_one_line(cli, tmp_path):
+    run = ("run", "resnet", "--out", tmp_path, "--no-progress")
+    assert "--data FOLDER" in error_line(cli(*run))
+    assert "nope does not exist" in error_line(cli(*run, "--data", tmp_path / "nope"))
     (tmp_path / "empty" / "train").mkdir(parents=True)
-    proc = trainclock("run", "resnet", "--out", str(tmp_path), "--no-progress", "--data", str(tmp_path / "empty"))
-    assert proc.returncode == 2 and "no class folders" in proc.stderr and "Traceback" not in proc.stderr
+    assert "no class folders" in error_line(cli(*run, "--data", tmp_path / "empty"))
 
 
 @pytest.mark.slow
@@ -148,10 +113,10 @@ def test_a_truncated_jpeg_stops_the_run_with_one_line(tmp_path):
     assert f"cannot decode image {broken}" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_planner_predicts_the_full_size_from_its_cost_model():
-    proc = trainclock("plan", "resnet", "--accelerator", "h100-sxm", "--count", "8", "--gbs", "3264")
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "resnet-50 on 8 x h100-sxm" in proc.stdout and "epochs to target" in proc.stdout
-    assert "MLPerf RCPs" in proc.stdout and "tp=1,pp=1,dp=8" in proc.stdout
-    tier = trainclock("plan", "resnet-mini", "--accelerator", "h100-sxm", "--count", "1")
-    assert tier.returncode == 0, tier.stdout[-2000:] + tier.stderr[-2000:]
+def test_planner_predicts_the_full_size_from_its_cost_model(cli):
+    code, out, err = cli("plan", "resnet", "--accelerator", "h100-sxm", "--count", "8", "--gbs", "3264")
+    assert code == 0, out[-2000:] + err[-2000:]
+    assert "resnet-50 on 8 x h100-sxm" in out and "epochs to target" in out
+    assert "MLPerf RCPs" in out and "tp=1,pp=1,dp=8" in out
+    code, tier, err = cli("plan", "resnet-mini", "--accelerator", "h100-sxm", "--count", "1")
+    assert code == 0, tier[-2000:] + err[-2000:]

@@ -5,47 +5,21 @@ a run killed with -9 resumes, the planner predicts it, and bad input is one line
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from tests.official_checker import check
+from tests.workloads.helpers import (ROOT, error_line, kill_at_first_checkpoint, log_path, losses, prepare_data,
+                                     records, trainclock)
 from trainclock.mllog.reader import read_events
 from trainclock.workloads.rnnt.spec import get_member
 
-ROOT = Path(__file__).resolve().parents[2]
 MEMBER = "rnnt-tiny"
-
-
-def environment(**env: str) -> dict:
-    full = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), **env}
-    if "TRAINCLOCK_HOME" not in env:
-        full.pop("TRAINCLOCK_HOME", None)  # the real data home: the tier's synthesised speech is cached there
-    return full
-
-
-def trainclock(*argv: str, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "trainclock.cli", *argv], capture_output=True, text=True,
-                          timeout=timeout, env=environment(**env), cwd=ROOT)
-
-
-def records(out: Path, index: int = 0) -> list[dict]:
-    metrics = next(out.glob(f"results/*/{MEMBER}/result_{index}.metrics.jsonl"))
-    return [json.loads(line) for line in metrics.read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")
 def prepared():
-    done = trainclock("data", "prepare", MEMBER)  # untimed: espeak-ng speech as LibriSpeech FLAC, cached
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
+    return prepare_data(MEMBER)  # untimed: espeak-ng speech as LibriSpeech FLAC, cached
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +33,8 @@ def test_rnnt_tiny_reaches_its_wer_target(tiny_run):
     out, proc = tiny_run
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "run success" in proc.stdout
-    steps = [r["loss"] for r in records(out) if "loss" in r]
-    evals = [r["eval"]["WER"] for r in records(out) if "eval" in r]
+    steps = [r["loss"] for r in records(out, MEMBER) if "loss" in r]
+    evals = [r["eval"]["WER"] for r in records(out, MEMBER) if "eval" in r]
     target = get_member(MEMBER).target_wer
     assert np.mean(steps[-10:]) < np.mean(steps[:10])
     assert evals[-1] <= target and all(e > target for e in evals[:-1])
@@ -69,7 +43,7 @@ def test_rnnt_tiny_reaches_its_wer_target(tiny_run):
 @pytest.mark.slow
 def test_rnnt_tiny_log_passes_the_official_common_rules_and_counts_epochs(tiny_run):
     out, _ = tiny_run
-    log = next(out.glob(f"results/*/{MEMBER}/result_0.txt"))
+    log = log_path(out, MEMBER)
     assert check(log) == []
     events, problems = read_events(log)
     assert not problems
@@ -88,8 +62,8 @@ def test_two_processes_train_the_same_curve_as_one(prepared, tmp_path):
     one = trainclock("run", MEMBER, "--out", str(tmp_path / "one"), *common)
     two = trainclock("run", MEMBER, "--out", str(tmp_path / "two"), "--nproc", "2", *common)
     assert one.returncode in (0, 1) and two.returncode in (0, 1), two.stdout[-2000:] + two.stderr[-3000:]
-    curve = lambda out: [r["loss"] for r in records(out) if "loss" in r]  # noqa: E731
-    wer = lambda out: [r["eval"]["WER"] for r in records(out) if "eval" in r]  # noqa: E731
+    curve = lambda out: losses(out, MEMBER)  # noqa: E731
+    wer = lambda out: [r["eval"]["WER"] for r in records(out, MEMBER) if "eval" in r]  # noqa: E731
     assert len(curve(tmp_path / "one")) == 4
     assert curve(tmp_path / "two") == pytest.approx(curve(tmp_path / "one"), rel=1e-4, abs=1e-5)
     assert wer(tmp_path / "two") == pytest.approx(wer(tmp_path / "one"), abs=0.02)  # over the whole set in both
@@ -97,28 +71,21 @@ def test_two_processes_train_the_same_curve_as_one(prepared, tmp_path):
 
 @pytest.mark.slow
 def test_resume_after_kill_9_continues_the_run(prepared, tmp_path):
-    args = ("run", MEMBER, "--out", str(tmp_path), "--no-progress", "--checkpoint-every", "4", "--max-samples", "192")
-    victim = subprocess.Popen([sys.executable, "-m", "trainclock.cli", *args], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=environment(), cwd=ROOT, start_new_session=True)
-    deadline = time.monotonic() + 180
-    while not list(tmp_path.glob(f"checkpoints/*/{MEMBER}/result_0/step_*")):
-        assert time.monotonic() < deadline and victim.poll() is None, "no checkpoint was written"
-        time.sleep(0.05)
-    os.killpg(victim.pid, signal.SIGKILL)
-    victim.wait()
-    resumed = trainclock(*args, "--resume")
+    run = ("--no-progress", "--checkpoint-every", "4", "--max-samples", "192")
+    kill_at_first_checkpoint(tmp_path, MEMBER, *run)
+    resumed = trainclock("run", MEMBER, "--out", str(tmp_path), *run, "--resume")
     assert resumed.returncode in (0, 1), resumed.stdout[-2000:] + resumed.stderr[-3000:]
-    log = next(tmp_path.glob(f"results/*/{MEMBER}/result_0.txt"))
+    log = log_path(tmp_path, MEMBER)
     events, _ = read_events(log)
     assert [e.key for e in events].count("seed") == 1 and any(e.key == "trainclock_resumed" for e in events)
     assert [e.key for e in events].count("run_stop") == 1
-    assert max(r["samples"] for r in records(tmp_path)) == 192
+    assert max(r["samples"] for r in records(tmp_path, MEMBER)) == 192
 
 
-def test_planner_predicts_the_full_size_from_the_rules_convergence_points():
-    proc = trainclock("plan", "rnnt", "--accelerator", "h100-sxm", "--count", "8")
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "rnnt-librispeech" in proc.stdout and "time-to-train" in proc.stdout
+def test_planner_predicts_the_full_size_from_the_rules_convergence_points(cli):
+    code, out, err = cli("plan", "rnnt", "--accelerator", "h100-sxm", "--count", "8")
+    assert code == 0, out[-2000:] + err[-2000:]
+    assert "rnnt-librispeech" in out and "time-to-train" in out
 
 
 def test_cost_model_describes_the_network_in_the_planners_terms():
@@ -132,14 +99,11 @@ def test_cost_model_describes_the_network_in_the_planners_terms():
     assert full.units_per_sample == pytest.approx(1 / 281_241)
 
 
-def test_bad_input_is_one_line(tmp_path):
-    proc = trainclock("run", "rnnt", "--out", str(tmp_path), "--no-progress")
-    assert proc.returncode == 2 and "--data FOLDER" in proc.stderr and "Traceback" not in proc.stderr
+def test_bad_input_is_one_line(cli, tmp_path):
+    assert "--data FOLDER" in error_line(cli("run", "rnnt", "--out", tmp_path, "--no-progress"))
     (tmp_path / "ls" / "dev-clean").mkdir(parents=True)
-    proc = trainclock("run", MEMBER, "--data", str(tmp_path / "ls"), "--out", str(tmp_path), "--no-progress",
-                      TRAINCLOCK_HOME=str(tmp_path / "home"))
-    assert proc.returncode == 2 and "needs dev-clean and at least one of" in proc.stderr
-    assert "Traceback" not in proc.stderr
+    refused = cli("run", MEMBER, "--data", tmp_path / "ls", "--out", tmp_path, "--no-progress")
+    assert "needs dev-clean and at least one of" in error_line(refused)
 
 
 def test_layouts_the_network_cannot_take_are_refused():

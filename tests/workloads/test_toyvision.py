@@ -5,33 +5,30 @@ images as units and epochs in the log, the official checker, review, the results
 
 from __future__ import annotations
 
-import os
-import signal
-import time
-
 import pytest
 
 from tests.official_checker import check
-from tests.workloads.helpers import log_path, records, start, toy_run, trainclock
+from tests.workloads.helpers import (TOY, TOY_MEMBER, evaluations, kill_at_first_checkpoint, log_path, losses, records,
+                                     toy, toy_run)
 from trainclock.mllog.reader import read_events
 
 
 @pytest.fixture(scope="module")
 def one_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("toy-one")
-    proc = trainclock(*toy_run(out, "--seed", "3", "--db", f"sqlite:///{out}/store.sqlite", "--dataset-name", "toy patterns"))
+    proc = toy(*toy_run(out, "--seed", "3", "--db", f"sqlite:///{out}/store.sqlite", "--dataset-name", "toy patterns"))
     return out, proc
 
 
 def test_the_workload_flags_show_only_with_the_workload():
-    own = trainclock("run", "toyvision-tiny", "--help")
+    own = toy("run", "toyvision-tiny", "--help")
     assert own.returncode == 0 and "--dataset-name" in own.stdout and "the benchmark's own flags" in own.stdout
-    other = trainclock("run", "gpt3-tiny", "--dataset-name", "x")
+    other = toy("run", "gpt3-tiny", "--dataset-name", "x")
     assert other.returncode == 2 and "unrecognized arguments: --dataset-name" in other.stderr
 
 
 def test_list_shows_both_workloads_with_metric_direction_and_target():
-    proc = trainclock("list")
+    proc = toy("list")
     assert proc.returncode == 0, proc.stderr
     assert "toyvision-tiny" in proc.stdout and "top-1 accuracy >= 0.88" in proc.stdout
     assert "gpt3-mini" in proc.stdout and "<= 5.189" in proc.stdout
@@ -41,8 +38,8 @@ def test_trains_to_its_higher_is_better_target(one_run):
     out, proc = one_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "run success" in proc.stdout and "images to target" in proc.stdout and "images/s" in proc.stdout
-    steps = [r for r in records(out) if "loss" in r]
-    evals = [r["eval"]["top-1 accuracy"] for r in records(out) if "eval" in r]
+    steps = [r for r in records(out, TOY_MEMBER) if "loss" in r]
+    evals = [r["eval"]["top-1 accuracy"] for r in records(out, TOY_MEMBER) if "eval" in r]
     assert steps[-1]["loss"] < steps[0]["loss"] - 1.0
     assert evals[-1] >= 0.88 and all(e < 0.88 for e in evals[:-1])
     assert steps[-1]["units"] == steps[-1]["samples"]  # one image per sample
@@ -50,7 +47,7 @@ def test_trains_to_its_higher_is_better_target(one_run):
 
 def test_log_counts_epochs_and_passes_the_official_common_rules(one_run):
     out, _ = one_run
-    log = log_path(out)
+    log = log_path(out, TOY_MEMBER)
     assert check(log) == []
     events, problems = read_events(log)
     assert not problems
@@ -72,52 +69,47 @@ def test_the_review_reads_progress_in_images_from_a_log_counting_epochs(one_run)
     from trainclock.review.run_review import review_log
 
     out, _ = one_run
-    run = review_log(log_path(out), "3.1")
-    evaluated = [r["samples"] for r in records(out) if "eval" in r]
+    run = review_log(log_path(out, TOY_MEMBER), "3.1")
+    evaluated = [r["samples"] for r in records(out, TOY_MEMBER) if "eval" in r]
     assert run.progress_unit == "images" and run.converged_at in evaluated  # epochs x 4,096 images, not epochs
     assert run.samples_to_converge == run.converged_at
 
 
 def test_review_and_results_store_take_it(one_run):
     out, _ = one_run
-    review = trainclock("review", str(log_path(out)))
+    review = toy("review", str(log_path(out, TOY_MEMBER)))
     assert review.returncode == 0, review.stdout + review.stderr
-    listed = trainclock("results", "list", "--benchmark", "toyvision-tiny", "--db", f"sqlite:///{out}/store.sqlite")
+    listed = toy("results", "list", "--benchmark", "toyvision-tiny", "--db", f"sqlite:///{out}/store.sqlite")
     assert listed.returncode == 0 and "toyvision-tiny" in listed.stdout, listed.stdout + listed.stderr
 
 
 def test_two_processes_match_one(tmp_path):
-    one = trainclock(*toy_run(tmp_path / "one", "--seed", "4", "--max-samples", "1024"))
-    two = trainclock(*toy_run(tmp_path / "two", "--seed", "4", "--max-samples", "1024", "--nproc", "2"))
+    one = toy(*toy_run(tmp_path / "one", "--seed", "4", "--max-samples", "1024"))
+    two = toy(*toy_run(tmp_path / "two", "--seed", "4", "--max-samples", "1024", "--nproc", "2"))
     assert one.returncode in (0, 1) and two.returncode in (0, 1), two.stderr[-3000:]
-    curve = lambda out: [r["loss"] for r in records(out) if "loss" in r]  # noqa: E731
-    accuracy = lambda out: [r["eval"] for r in records(out) if "eval" in r]  # noqa: E731
-    assert len(curve(tmp_path / "one")) == 16
-    assert curve(tmp_path / "two") == pytest.approx(curve(tmp_path / "one"), rel=1e-4, abs=1e-5)
-    assert accuracy(tmp_path / "two") == accuracy(tmp_path / "one")  # gathered over ranks: the same set
+    assert len(losses(tmp_path / "one", TOY_MEMBER)) == 16
+    one_curve = losses(tmp_path / "one", TOY_MEMBER)
+    assert losses(tmp_path / "two", TOY_MEMBER) == pytest.approx(one_curve, rel=1e-4, abs=1e-5)
+    # gathered over ranks: the same set
+    assert evaluations(tmp_path / "two", TOY_MEMBER) == evaluations(tmp_path / "one", TOY_MEMBER)
 
 
 def test_resume_after_kill_9_continues_the_run_with_its_seed(tmp_path):
     """No --seed on either command: the resume takes the checkpoint's seed instead of refusing it."""
-    victim = start(*toy_run(tmp_path, "--checkpoint-every", "8", "--max-samples", "4096"))
-    deadline = time.monotonic() + 120
-    while not list(tmp_path.glob("checkpoints/*/toyvision-tiny/result_0/step_*")):
-        assert time.monotonic() < deadline and victim.poll() is None, "no checkpoint was written"
-        time.sleep(0.01)
-    os.killpg(victim.pid, signal.SIGKILL)
-    victim.wait()
-    resumed = trainclock(*toy_run(tmp_path, "--checkpoint-every", "8", "--max-samples", "4096", "--resume"))
+    kill_at_first_checkpoint(tmp_path, TOY_MEMBER, "--no-progress", "--precision", "fp32", "--checkpoint-every", "8",
+                             "--max-samples", "4096", timeout=120, real_data=False, **TOY)
+    resumed = toy(*toy_run(tmp_path, "--checkpoint-every", "8", "--max-samples", "4096", "--resume"))
     assert resumed.returncode in (0, 1), resumed.stderr[-3000:]
     assert "torch.distributed is disabled" not in resumed.stderr + resumed.stdout
-    events, _ = read_events(log_path(tmp_path))
+    events, _ = read_events(log_path(tmp_path, TOY_MEMBER))
     assert [e.key for e in events].count("seed") == 1 and any(e.key == "trainclock_resumed" for e in events)
-    differing = trainclock(*toy_run(tmp_path, "--resume", "--gbs", "32"))
+    differing = toy(*toy_run(tmp_path, "--resume", "--gbs", "32"))
     assert differing.returncode == 2
 
 
 @pytest.mark.slow
 def test_runs_make_an_entry_scored_by_the_review(tmp_path):
-    proc = trainclock(*toy_run(tmp_path, "--runs", "5", "--seed", "20"), timeout=600)
+    proc = toy(*toy_run(tmp_path, "--runs", "5", "--seed", "20"), timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     from trainclock.mllog.time_to_train import time_to_train_ms
     from trainclock.review.scoring import olympic_mean
@@ -125,7 +117,7 @@ def test_runs_make_an_entry_scored_by_the_review(tmp_path):
     minutes = []
     seeds = []
     for i in range(5):
-        events, _ = read_events(log_path(tmp_path, i))
+        events, _ = read_events(log_path(tmp_path, TOY_MEMBER, i))
         minutes.append(time_to_train_ms(events) / 60000)
         seeds.append(next(e.value for e in events if e.key == "seed"))
     assert seeds == [20, 21, 22, 23, 24]
@@ -136,7 +128,7 @@ def test_runs_make_an_entry_scored_by_the_review(tmp_path):
 def test_html_report_and_served_page_label_it_from_the_workload(one_run, tmp_path):
     out, _ = one_run
     db = f"sqlite:///{out}/store.sqlite"
-    report = trainclock("report", "--db", db, "--out", str(tmp_path / "report"), "--runs", str(out))
+    report = toy("report", "--db", db, "--out", str(tmp_path / "report"), "--runs", str(out))
     assert report.returncode == 0, report.stdout + report.stderr
     html = "\n".join(p.read_text() for p in (tmp_path / "report").glob("*.html"))
     assert "toyvision-tiny" in html and "top-1 accuracy" in html and "images" in html

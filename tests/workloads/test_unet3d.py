@@ -5,47 +5,21 @@ curve as 1, a run killed with -9 resumes, the planner predicts it, and bad input
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from tests.official_checker import check
+from tests.workloads.helpers import (ROOT, error_line, kill_at_first_checkpoint, log_path, losses, prepare_data,
+                                     records, trainclock)
 from trainclock.mllog.reader import read_events
 from trainclock.workloads.unet3d.spec import get_member
 
-ROOT = Path(__file__).resolve().parents[2]
 MEMBER = "unet3d-tiny"
-
-
-def environment(**env: str) -> dict:
-    full = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), **env}
-    if "TRAINCLOCK_HOME" not in env:
-        full.pop("TRAINCLOCK_HOME", None)  # the real data home: the tier's generated volumes are cached there
-    return full
-
-
-def trainclock(*argv: str, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "trainclock.cli", *argv], capture_output=True, text=True,
-                          timeout=timeout, env=environment(**env), cwd=ROOT)
-
-
-def records(out: Path, index: int = 0) -> list[dict]:
-    metrics = next(out.glob(f"results/*/{MEMBER}/result_{index}.metrics.jsonl"))
-    return [json.loads(line) for line in metrics.read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")
 def prepared():
-    done = trainclock("data", "prepare", MEMBER)  # untimed: generated NIfTI cases preprocessed to .npy, cached
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
+    return prepare_data(MEMBER)  # untimed: generated NIfTI cases preprocessed to .npy, cached
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +33,8 @@ def test_unet3d_tiny_reaches_its_mean_dice_target(tiny_run):
     out, proc = tiny_run
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "run success" in proc.stdout
-    steps = [r["loss"] for r in records(out) if "loss" in r]
-    evals = [r["eval"] for r in records(out) if "eval" in r]
+    steps = [r["loss"] for r in records(out, MEMBER) if "loss" in r]
+    evals = [r["eval"] for r in records(out, MEMBER) if "eval" in r]
     target = get_member(MEMBER).target_dice
     assert np.mean(steps[-5:]) < np.mean(steps[:5])
     assert evals[-1]["mean DICE"] >= target and all(e["mean DICE"] < target for e in evals[:-1])
@@ -71,7 +45,7 @@ def test_unet3d_tiny_reaches_its_mean_dice_target(tiny_run):
 @pytest.mark.slow
 def test_unet3d_tiny_log_passes_the_official_common_rules_and_counts_samples(tiny_run):
     out, _ = tiny_run
-    log = next(out.glob(f"results/*/{MEMBER}/result_0.txt"))
+    log = log_path(out, MEMBER)
     assert check(log) == []
     events, problems = read_events(log)
     assert not problems
@@ -91,8 +65,8 @@ def test_two_processes_train_the_same_curve_as_one(prepared, tmp_path):
     one = trainclock("run", MEMBER, "--out", str(tmp_path / "one"), *common)
     two = trainclock("run", MEMBER, "--out", str(tmp_path / "two"), "--nproc", "2", *common)
     assert one.returncode in (0, 1) and two.returncode in (0, 1), two.stdout[-2000:] + two.stderr[-3000:]
-    curve = lambda out: [r["loss"] for r in records(out) if "loss" in r]  # noqa: E731
-    dice = lambda out: [r["eval"] for r in records(out) if "eval" in r]  # noqa: E731
+    curve = lambda out: losses(out, MEMBER)  # noqa: E731
+    dice = lambda out: [r["eval"] for r in records(out, MEMBER) if "eval" in r]  # noqa: E731
     assert len(curve(tmp_path / "one")) == 4
     assert curve(tmp_path / "two") == pytest.approx(curve(tmp_path / "one"), rel=1e-4, abs=1e-5)
     first, second = dice(tmp_path / "one"), dice(tmp_path / "two")
@@ -104,28 +78,21 @@ def test_two_processes_train_the_same_curve_as_one(prepared, tmp_path):
 
 @pytest.mark.slow
 def test_resume_after_kill_9_continues_the_run(prepared, tmp_path):
-    args = ("run", MEMBER, "--out", str(tmp_path), "--no-progress", "--checkpoint-every", "4", "--max-samples", "48")
-    victim = subprocess.Popen([sys.executable, "-m", "trainclock.cli", *args], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=environment(), cwd=ROOT, start_new_session=True)
-    deadline = time.monotonic() + 180
-    while not list(tmp_path.glob(f"checkpoints/*/{MEMBER}/result_0/step_*")):
-        assert time.monotonic() < deadline and victim.poll() is None, "no checkpoint was written"
-        time.sleep(0.05)
-    os.killpg(victim.pid, signal.SIGKILL)
-    victim.wait()
-    resumed = trainclock(*args, "--resume")
+    run = ("--no-progress", "--checkpoint-every", "4", "--max-samples", "48")
+    kill_at_first_checkpoint(tmp_path, MEMBER, *run)
+    resumed = trainclock("run", MEMBER, "--out", str(tmp_path), *run, "--resume")
     assert resumed.returncode in (0, 1), resumed.stdout[-2000:] + resumed.stderr[-3000:]
-    log = next(tmp_path.glob(f"results/*/{MEMBER}/result_0.txt"))
+    log = log_path(tmp_path, MEMBER)
     events, _ = read_events(log)
     assert [e.key for e in events].count("seed") == 1 and any(e.key == "trainclock_resumed" for e in events)
     assert [e.key for e in events].count("run_stop") == 1
-    assert max(r["samples"] for r in records(tmp_path)) == 48
+    assert max(r["samples"] for r in records(tmp_path, MEMBER)) == 48
 
 
-def test_planner_predicts_the_full_size_from_the_rules_convergence_points():
-    proc = trainclock("plan", "unet3d", "--accelerator", "h100-sxm", "--count", "8", "--gbs", "56")
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "unet3d-kits19" in proc.stdout and "time-to-train" in proc.stdout
+def test_planner_predicts_the_full_size_from_the_rules_convergence_points(cli):
+    code, out, err = cli("plan", "unet3d", "--accelerator", "h100-sxm", "--count", "8", "--gbs", "56")
+    assert code == 0, out[-2000:] + err[-2000:]
+    assert "unet3d-kits19" in out and "time-to-train" in out
 
 
 def test_cost_model_describes_the_network_in_the_planners_terms():
@@ -141,14 +108,12 @@ def test_cost_model_describes_the_network_in_the_planners_terms():
     assert tier.sample_noun == "patches of 32^3 voxels" and tier.reference_batch_size == 4
 
 
-def test_bad_input_is_one_line(tmp_path):
-    proc = trainclock("run", "unet3d", "--out", str(tmp_path), "--no-progress")
-    assert proc.returncode == 2 and "--data FOLDER" in proc.stderr and "Traceback" not in proc.stderr
+def test_bad_input_is_one_line(cli, tmp_path):
+    assert "--data FOLDER" in error_line(cli("run", "unet3d", "--out", tmp_path, "--no-progress"))
     (tmp_path / "npy").mkdir()
     (tmp_path / "npy/case_00001_x.npy").write_bytes(b"not an array")
-    proc = trainclock("run", MEMBER, "--data", str(tmp_path / "npy"), "--out", str(tmp_path), "--no-progress",
-                      TRAINCLOCK_HOME=str(tmp_path / "home"))
-    assert proc.returncode == 2 and "case_00001_y.npy is missing" in proc.stderr and "Traceback" not in proc.stderr
+    refused = cli("run", MEMBER, "--data", tmp_path / "npy", "--out", tmp_path, "--no-progress")
+    assert "case_00001_y.npy is missing" in error_line(refused)
 
 
 def test_layouts_the_network_cannot_take_are_refused():

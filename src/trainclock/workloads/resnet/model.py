@@ -7,6 +7,7 @@ stem), so they run torchvision's own forward (ResNet._forward_impl) and blocks."
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import torch
 from torch import nn
@@ -68,6 +69,7 @@ def build_model(shape: ResNetShape) -> nn.Module:
     return TierResNet(shape)
 
 
+@cache  # the planner asks once per candidate layout: building even a meta network costs milliseconds
 def parameter_count(shape: ResNetShape) -> int:
     with torch.device("meta"):
         return sum(p.numel() for p in build_model(shape).parameters())

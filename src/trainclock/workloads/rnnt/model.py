@@ -9,6 +9,7 @@ class. At full size (240 input features, 1024 hidden, 2+3 encoder layers, 2x512 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import torch
 from torch import nn
@@ -114,6 +115,7 @@ class RNNT(nn.Module):
         return blank, emit, lens
 
 
+@cache  # the planner asks once per candidate layout: building even a meta network costs milliseconds
 def parameter_count(config: RNNTConfig) -> int:
     with torch.device("meta"):
         return sum(p.numel() for p in RNNT(config).parameters())

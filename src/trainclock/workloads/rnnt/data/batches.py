@@ -7,6 +7,7 @@ of (seed, step), so 1 and 2 processes train on the same rows."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -48,22 +49,36 @@ def collate(feats: list[torch.Tensor], labels: list[list[int]]) -> dict[str, tor
 
 
 class BucketBatches:
+    """job.batch. The next step's batch is made on a thread while this step trains: the features
+    (FLAC decoding, resampling, STFT) cost about as much as the step on a CPU, and the decoder's,
+    numpy's and torch's kernels release the GIL. A batch depends only on (seed, step), so a resume
+    or a skipped step just makes its batch in place."""
+
     def __init__(self, data: Utterances, global_batch_size: int, buckets: int, features: FeatureConfig,
                  seed: int) -> None:
         self.data, self.gbs, self.buckets, self.features, self.seed = data, global_batch_size, buckets, features, seed
         self.steps_per_epoch = max(1, len(data) // global_batch_size)  # the last partial batch is dropped
-        self._epoch, self._order = -1, np.zeros(0, dtype=np.int64)
+        self._orders: dict[int, np.ndarray] = {}  # one whole value per epoch: safe to read from both threads
+        self._maker = ThreadPoolExecutor(1, thread_name_prefix="rnnt-features")
+        self._ahead: tuple[int, Future] | None = None
 
     def order(self, epoch: int) -> np.ndarray:
-        if epoch != self._epoch:
+        if epoch not in self._orders:
             rng = np.random.default_rng([self.seed, epoch])
             by_duration = np.argsort(self.data.durations, kind="stable")
             groups = [rng.permutation(g) for g in np.array_split(by_duration, max(1, self.buckets))]
             flat = np.concatenate(groups)[:self.steps_per_epoch * self.gbs].reshape(self.steps_per_epoch, self.gbs)
-            self._epoch, self._order = epoch, flat[rng.permutation(self.steps_per_epoch)]
-        return self._order
+            self._orders = {e: o for e, o in self._orders.items() if e >= epoch - 1}
+            self._orders[epoch] = flat[rng.permutation(self.steps_per_epoch)]
+        return self._orders[epoch]
 
     def batch(self, step: int) -> dict[str, torch.Tensor]:
+        ahead, self._ahead = self._ahead, None
+        made = ahead[1].result() if ahead is not None and ahead[0] == step else self.make(step)
+        self._ahead = (step + 1, self._maker.submit(self.make, step + 1))
+        return made
+
+    def make(self, step: int) -> dict[str, torch.Tensor]:
         epoch, index = divmod(step, self.steps_per_epoch)
         rows = self.order(epoch)[index]
         feats = [utterance_features(self.data.audio(int(i)), self.features,

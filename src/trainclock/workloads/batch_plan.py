@@ -4,11 +4,18 @@ micro-batches to keep a pipeline busy."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import TYPE_CHECKING, TypeVar
+
 from trainclock.distributed.layout import Layout
 from trainclock.distributed.pipeline import check_microbatches, pipeline_micro_batch
 from trainclock.errors import UsageError
 
+if TYPE_CHECKING:
+    from trainclock.workloads.base import RunSettings
+
 MAX_GLOBAL_BATCH = 1 << 20
+Spec = TypeVar("Spec")
 
 
 def check_global_batch(global_batch_size: int, unit: str) -> None:
@@ -36,3 +43,14 @@ def micro_batch(global_batch_size: int, micro_batch_size: int | None, default_mi
         raise UsageError(f"{problem}: each data-parallel rank gets {per_rank} {unit} per step; pass a smaller "
                          "--micro-batch, a larger --gbs, or --pp-schedule gpipe")
     return micro
+
+
+def with_batch_settings(spec: Spec, settings: "RunSettings", layout: Layout, units: str) -> Spec:
+    """`spec` at the user's --gbs (checked; the spec's own with_batch applies its benchmark's rules,
+    e.g. a learning rate that scales with the batch) and --micro-batch (checked against the layout),
+    both counted in `units` (plural, as the messages print them)."""
+    if settings.global_batch_size is not None:
+        check_global_batch(settings.global_batch_size, units)
+        spec = spec.with_batch(settings.global_batch_size)
+    return replace(spec, micro_batch_size=micro_batch(spec.global_batch_size, settings.micro_batch_size,
+                                                      spec.micro_batch_size, layout, units))

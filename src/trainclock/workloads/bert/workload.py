@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -17,7 +16,7 @@ from trainclock.distributed.parallelize import parallelize
 from trainclock.errors import UsageError
 from trainclock.optim.lamb import Lamb, PolyWarmup
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
-from trainclock.workloads.batch_plan import check_global_batch, micro_batch
+from trainclock.workloads.batch_plan import with_batch_settings
 from trainclock.workloads.bert.data.batches import as_tensors, train_batch
 from trainclock.workloads.bert.data.official import load_folder
 from trainclock.workloads.bert.data.prepare import Layout as DataLayout
@@ -57,11 +56,7 @@ class BertWorkload:
             check_start_checkpoint(settings)
             if settings.data is None:
                 load_folder(None, spec.seq_len, spec.max_predictions)
-        if settings.global_batch_size is not None:
-            check_global_batch(settings.global_batch_size, "sequences")
-            spec = spec.with_batch(settings.global_batch_size)
-        return replace(spec, micro_batch_size=micro_batch(spec.global_batch_size, settings.micro_batch_size,
-                                                          spec.micro_batch_size, layout, "sequence(s)"))
+        return with_batch_settings(spec, settings, layout, "sequences")
 
     def build_job(self, spec: BertSpec, ctx: ParallelContext, device: torch.device, seed: int,
                   settings: RunSettings) -> TrainJob:

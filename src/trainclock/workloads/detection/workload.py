@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -16,7 +15,7 @@ from trainclock.distributed.layout import Layout
 from trainclock.distributed.parallelize import ModelParallelism, parallelize
 from trainclock.errors import UsageError
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, RunSettings, TrainJob
-from trainclock.workloads.batch_plan import check_global_batch, micro_batch
+from trainclock.workloads.batch_plan import with_batch_settings
 from trainclock.workloads.detection.cost import cost_model, train_flops_per_image
 from trainclock.workloads.detection.data import openimages_csv
 from trainclock.workloads.detection.data.layout import Split, load_split, split_files
@@ -65,11 +64,7 @@ class DetectionWorkload:
                 raise UsageError(f"{spec.name} starts from ImageNet backbone weights: pass --backbone-weights PATH "
                                  "(a local file; nothing is downloaded)")
             load_backbone_weights(weights)
-        if settings.global_batch_size is not None:
-            check_global_batch(settings.global_batch_size, "images")
-            spec = spec.with_batch(settings.global_batch_size)
-        return replace(spec, micro_batch_size=micro_batch(spec.global_batch_size, settings.micro_batch_size,
-                                                          spec.micro_batch_size, layout, "images"))
+        return with_batch_settings(spec, settings, layout, "images")
 
     def build_job(self, spec: DetectionSpec, ctx: ParallelContext, device: torch.device, seed: int,
                   settings: RunSettings) -> TrainJob:

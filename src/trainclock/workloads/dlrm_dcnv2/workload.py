@@ -19,7 +19,7 @@ from trainclock.distributed.parallelize import ModelParallelism, parallelize
 from trainclock.errors import ResourceError, UsageError
 from trainclock.workloads.dlrm_dcnv2.sharding import SHARDINGS, ShardedAdagrad, embedding_sharding
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
-from trainclock.workloads.batch_plan import check_global_batch, micro_batch
+from trainclock.workloads.batch_plan import with_batch_settings
 from trainclock.workloads.dlrm_dcnv2.data.dataset import CriteoDays, open_days
 from trainclock.workloads.dlrm_dcnv2.metric import predictions, score
 from trainclock.workloads.dlrm_dcnv2.spec import ADAGRAD_EPS, MEMBERS, METRIC, DlrmSpec, get_member
@@ -64,11 +64,7 @@ class DlrmWorkload:
                                                                    len(spec.shape.rows)))
         if spec.data == "criteo":
             check_fits(spec, device, layout.dp)
-        if settings.global_batch_size is not None:
-            check_global_batch(settings.global_batch_size, "samples")
-            spec = spec.with_batch(settings.global_batch_size)
-        return replace(spec, micro_batch_size=micro_batch(spec.global_batch_size, settings.micro_batch_size,
-                                                          spec.micro_batch_size, layout, "sample(s)"))
+        return with_batch_settings(spec, settings, layout, "samples")
 
     def build_job(self, spec: DlrmSpec, ctx: ParallelContext, device: torch.device, seed: int,
                   settings: RunSettings) -> TrainJob:

@@ -7,7 +7,6 @@ import argparse
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -19,7 +18,7 @@ from trainclock.errors import ResourceError, UsageError
 from trainclock.optim.adamw import AdamW
 from trainclock.optim.schedules import WarmupCosine
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
-from trainclock.workloads.batch_plan import check_global_batch, micro_batch
+from trainclock.workloads.batch_plan import with_batch_settings
 from trainclock.workloads.gpt3.data.batches import train_batch, validation_set
 from trainclock.workloads.gpt3.data.prepare import prepare
 from trainclock.workloads.gpt3.data.sources import fetch_shakespeare, parse_source
@@ -49,12 +48,8 @@ class GPT3Workload:
 
     def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> GPT3Spec:
         spec = get_member(member)
-        if settings.global_batch_size is not None:
-            check_global_batch(settings.global_batch_size, "sequences")
-            spec = spec.with_batch(settings.global_batch_size)
         check_layout(spec.shape, layout)
-        spec = replace(spec, micro_batch_size=micro_batch(spec.global_batch_size, settings.micro_batch_size,
-                                                          spec.micro_batch_size, layout, "sequence(s)"))
+        spec = with_batch_settings(spec, settings, layout, "sequences")
         check_fits(spec, device, shards=layout.world_size if layout.fsdp else layout.tp * layout.pp)
         return spec
 

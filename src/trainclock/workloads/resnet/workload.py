@@ -20,7 +20,7 @@ from trainclock.optim.lars import Lars
 from trainclock.optim.schedules import WarmupPoly
 from trainclock.optim.sgd import SGDMomentum
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
-from trainclock.workloads.batch_plan import check_global_batch, micro_batch
+from trainclock.workloads.batch_plan import with_batch_settings
 from trainclock.workloads.resnet.data.folder import ImageFolder, scan
 from trainclock.workloads.resnet.data.loader import EvalLoader, ImageBatches, StepLoader, check_workers
 from trainclock.workloads.resnet.data.prepare import prepare
@@ -64,11 +64,7 @@ class ResNetWorkload:
             if settings.data is None:
                 raise UsageError(NEEDS_DATA)
             scan(settings.data)
-        if settings.global_batch_size is not None:
-            check_global_batch(settings.global_batch_size, "images")
-            spec = spec.with_batch(settings.global_batch_size)
-        return replace(spec, micro_batch_size=micro_batch(spec.global_batch_size, settings.micro_batch_size,
-                                                          spec.micro_batch_size, layout, "images"))
+        return with_batch_settings(spec, settings, layout, "images")
 
     def build_job(self, spec: ResNetSpec, ctx: ParallelContext, device: torch.device, seed: int,
                   settings: RunSettings) -> TrainJob:

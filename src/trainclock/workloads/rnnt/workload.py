@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -16,7 +15,7 @@ from trainclock.distributed.layout import Layout
 from trainclock.distributed.parallelize import parallelize
 from trainclock.errors import UsageError
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
-from trainclock.workloads.batch_plan import check_global_batch, micro_batch
+from trainclock.workloads.batch_plan import with_batch_settings
 from trainclock.workloads.rnnt.data import tokenizer
 from trainclock.workloads.rnnt.data.batches import BucketBatches, Utterances, eval_batches
 from trainclock.workloads.rnnt.data.prepare import Corpus, prepare_official, prepare_tier
@@ -49,11 +48,7 @@ class RnntWorkload:
         if spec.dataset == "librispeech" and settings.data is None:
             raise UsageError("rnnt-librispeech trains on LibriSpeech: pass --data FOLDER (train-*/dev-clean folders "
                              "of FLAC, or the reference's librispeech-*-wav.json manifests); it is never downloaded")
-        if settings.global_batch_size is not None:
-            check_global_batch(settings.global_batch_size, "utterances")
-            spec = spec.with_batch(settings.global_batch_size)
-        return replace(spec, micro_batch_size=micro_batch(spec.global_batch_size, settings.micro_batch_size,
-                                                          spec.micro_batch_size, layout, "utterance(s)"))
+        return with_batch_settings(spec, settings, layout, "utterances")
 
     def build_job(self, spec: RnntSpec, ctx: ParallelContext, device: torch.device, seed: int,
                   settings: RunSettings) -> TrainJob:

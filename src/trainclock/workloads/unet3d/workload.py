@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -16,7 +15,7 @@ from trainclock.distributed.layout import Layout
 from trainclock.distributed.parallelize import parallelize
 from trainclock.errors import UsageError
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
-from trainclock.workloads.batch_plan import check_global_batch, micro_batch
+from trainclock.workloads.batch_plan import with_batch_settings
 from trainclock.workloads.unet3d.data.npy import Split, load_split
 from trainclock.workloads.unet3d.data.patches import PatchSampler
 from trainclock.workloads.unet3d.data.prepare import prepare_official, prepare_tier
@@ -51,11 +50,7 @@ class Unet3DWorkload:
         if spec.dataset == "kits19" and settings.data is None:  # refused now, before init measures for a minute
             raise UsageError("unet3d-kits19 trains on KiTS19: pass --data FOLDER (the kits19/data case folders, or "
                              "the reference's preprocessed case_XXXXX_x.npy / _y.npy pairs); it is never downloaded")
-        if settings.global_batch_size is not None:
-            check_global_batch(settings.global_batch_size, "patches")
-            spec = spec.with_batch(settings.global_batch_size)
-        return replace(spec, micro_batch_size=micro_batch(spec.global_batch_size, settings.micro_batch_size,
-                                                          spec.micro_batch_size, layout, "patch(es)"))
+        return with_batch_settings(spec, settings, layout, "patches")
 
     def build_job(self, spec: Unet3DSpec, ctx: ParallelContext, device: torch.device, seed: int,
                   settings: RunSettings) -> TrainJob:

@@ -212,12 +212,14 @@ def log_quality(events: list[Event], header: dict[str, Any] | None = None) -> Lo
     facts = benchmark_facts(header.get("submission_benchmark"))
     unit, units_per_sample = _progress_unit(events, header, facts)
     samples_per_unit = _header_number(header, facts.samples_per_unit) if facts and facts.samples_per_unit else None
-    return LogQuality(unit, units_per_sample, samples_per_unit, _metrics(events, facts), _units_per_count(events))
+    return LogQuality(unit, units_per_sample, samples_per_unit, _metrics(events, facts),
+                      _units_per_count(events, header))
 
 
-def _units_per_count(events: list[Event]) -> float:
+def _units_per_count(events: list[Event], header: dict[str, Any]) -> float:
     """How many progress units one count of the log is: a trainclock log whose unit is images or
-    samples may count epochs (logged_in, as its benchmark's rules say); 1 where the log counts units."""
+    samples may count epochs or optimizer steps (logged_in, as its benchmark's rules say: a step
+    is global_batch_size samples); 1 where the log counts units."""
     event = next((e for e in _before_run_start(events) if e.key == UNIT_KEY), None)
     if event is None:
         return 1.0
@@ -228,6 +230,9 @@ def _units_per_count(events: list[Event]) -> float:
         return float(per_sample)
     if logged_in == "epochs" and _finite(per_epoch) and per_epoch > 0:
         return float(per_sample * per_epoch)
+    batch = _positive_int(header.get("global_batch_size"))
+    if logged_in == "steps" and batch is not None:
+        return float(per_sample * batch)
     return 1.0
 
 
@@ -297,10 +302,9 @@ def _converged_at(target_met: dict[str, list[LogLine]], evals: tuple[EvalPoint, 
     log's own targets where it states them (a trainclock tier's), else the rules' target checks."""
     own = [m for m in metrics if m.target is not None]
     if own:
-        for point in evals:
-            values = point.value if isinstance(point.value, dict) else {own[0].name: point.value} if len(own) == 1 else {}
+        for progress, values in _evaluations(evals, own):
             if all(_meets(values.get(m.name), m) for m in own):
-                return point.progress
+                return progress
         return None
     if not target_met:
         return None
@@ -311,6 +315,25 @@ def _converged_at(target_met: dict[str, list[LogLine]], evals: tuple[EvalPoint, 
             return None
         firsts.append(min(reached))
     return max(firsts)
+
+
+def _evaluations(evals: tuple[EvalPoint, ...], own: list[Metric]) -> list[tuple[Any, dict[str, Any]]]:
+    """(progress, {metric: value}) per evaluation, in progress order: a dict-valued line is one
+    evaluation; lines naming their metric (stable diffusion's FID and CLIP) join those at the same
+    progress; a bare number is the one metric's value."""
+    grouped: dict[Any, dict[str, Any]] = {}
+    out: list[tuple[Any, dict[str, Any]]] = []
+    for point in evals:
+        if isinstance(point.value, dict):
+            out.append((point.progress, point.value))
+        elif point.metric is not None:
+            if point.progress not in grouped:
+                grouped[point.progress] = {}
+                out.append((point.progress, grouped[point.progress]))
+            grouped[point.progress][point.metric] = point.value
+        elif len(own) == 1:
+            out.append((point.progress, {own[0].name: point.value}))
+    return out
 
 
 def _meets(value: Any, metric: Metric) -> bool:

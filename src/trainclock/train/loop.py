@@ -225,7 +225,8 @@ def _train_loop(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainO
                 log.event("trainclock_diverged", None, metadata={count_key: count_now, "eval": str(values)})
                 state.block_first, state.diverged = count_now, True
                 break
-            log.event("eval_accuracy", job.eval_accuracy(values), metadata={count_key: count_now})
+            for value, extra in job.eval_accuracy_lines(values):
+                log.event("eval_accuracy", value, metadata={count_key: count_now, **extra})
             log.end("eval_stop", metadata={count_key: count_now})
             state.evals.append((count_now, values))
             _write(metrics, {"step": state.steps - 1, "samples": state.samples, "units": units,

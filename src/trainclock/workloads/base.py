@@ -45,20 +45,24 @@ class QualityTarget:
 @dataclass(frozen=True)
 class Progress:
     """What the benchmark counts. Throughput is in `unit` per second (tokens, images, samples);
-    the MLPerf log counts progress in units, samples or epochs under `log_key`, as the rules of
-    the benchmark say (gpt3: epoch_num in tokens; bert: samples_count; resnet: epoch_num in epochs)."""
+    the MLPerf log counts progress in units, samples, epochs or optimizer steps under `log_key`, as
+    the rules of the benchmark say (gpt3: epoch_num in tokens; bert: samples_count; resnet: epoch_num
+    in epochs; stable_diffusion: step_num in steps)."""
 
     unit: str = "samples"
     units_per_sample: int = 1
-    log_key: Literal["epoch_num", "samples_count"] = "epoch_num"
-    log_in: Literal["units", "samples", "epochs"] = "samples"
+    log_key: Literal["epoch_num", "samples_count", "step_num"] = "epoch_num"
+    log_in: Literal["units", "samples", "epochs", "steps"] = "samples"
     samples_per_epoch: int | None = None  # needed when log_in is "epochs"
+    samples_per_step: int | None = None  # needed when log_in is "steps": the global batch size
 
     def log_count(self, samples: int) -> int | float:
         if self.log_in == "units":
             return samples * self.units_per_sample
         if self.log_in == "epochs":
             return samples / self.samples_per_epoch
+        if self.log_in == "steps":
+            return samples // self.samples_per_step
         return samples
 
 
@@ -114,6 +118,9 @@ class TrainJob:
     # training set's size, where the rules ask for that) replaces the samples trained the loop logs at run end
     log_keys: dict[str, Any] = field(default_factory=dict)
     batches: TreeBatch = field(default_factory=TreeBatch)  # how a batch is sliced and moved to a device
+    # "one": a single eval_accuracy line per evaluation (a dict where several metrics); "per_metric": one
+    # line per quality metric with metadata {"metric": name}, as stable_diffusion's rules read them
+    eval_lines: Literal["one", "per_metric"] = "one"
 
     def reached(self, metrics: dict[str, float]) -> bool:
         return all(t.met(metrics[t.metric]) for t in self.quality)
@@ -123,6 +130,12 @@ class TrainJob:
         if len(self.quality) == 1:
             return metrics[self.quality[0].metric]
         return dict(metrics)
+
+    def eval_accuracy_lines(self, metrics: dict[str, float]) -> list[tuple[Any, dict[str, Any]]]:
+        """(value, extra metadata) of each eval_accuracy line one evaluation writes."""
+        if self.eval_lines == "per_metric":
+            return [(metrics[t.metric], {"metric": t.metric}) for t in self.quality]
+        return [(self.eval_accuracy(metrics), {})]
 
 
 @dataclass(frozen=True)

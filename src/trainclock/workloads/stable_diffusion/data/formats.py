@@ -1,0 +1,101 @@
+"""The official stable_diffusion data formats, read with the standard library and pyarrow:
+  - webdataset shards (the reference's laion400m moments: <key>.npy = VAE moments 8 x 64 x 64,
+    <key>.txt = caption; the raw-image variant holds <key>.jpg/.png instead of .npy);
+  - the LAION metadata parquet, whose rows with LICENSE "?" the reference drops (filter-metadata.py);
+  - the COCO-2014 evaluation captions TSV (val2014_30k.tsv: image_id, id, caption; a header row);
+  - FID reference statistics (.npz with mu and sigma, pytorch-fid's layout)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from trainclock.errors import DataError
+
+
+def read_shard(path: Path) -> Iterator[tuple[str, dict[str, bytes]]]:
+    """(key, {extension: bytes}) of each sample of a webdataset tar, in file order: members sharing
+    a key (the name up to its first dot) form one sample."""
+    try:
+        with tarfile.open(path) as tar:
+            key, sample = None, {}
+            for member in tar:
+                if not member.isfile():
+                    continue
+                name = member.name.rsplit("/", 1)[-1]
+                stem, _, ext = name.partition(".")
+                if stem != key and sample:
+                    yield key, sample
+                    sample = {}
+                key = stem
+                sample[ext] = tar.extractfile(member).read()
+            if sample:
+                yield key, sample
+    except (OSError, tarfile.TarError) as e:
+        raise DataError(f"cannot read webdataset shard {path} ({e}); pass --data with the laion400m shards") from None
+
+
+def decode_sample(key: str, sample: dict[str, bytes], source: Path) -> tuple[np.ndarray, str]:
+    """(moments or image array, caption) of one sample; moments from .npy, images (HWC uint8) from .jpg/.png."""
+    if "txt" not in sample:
+        raise DataError(f"sample {key} in {source} has no .txt caption")
+    caption = sample["txt"].decode("utf-8", errors="replace").strip()
+    if "npy" in sample:
+        try:
+            return np.load(io.BytesIO(sample["npy"]), allow_pickle=False), caption
+        except ValueError as e:
+            raise DataError(f"sample {key} in {source}: bad .npy ({e})") from None
+    for ext in ("jpg", "jpeg", "png", "webp"):
+        if ext in sample:
+            from PIL import Image
+
+            try:
+                return np.asarray(Image.open(io.BytesIO(sample[ext])).convert("RGB")), caption
+            except OSError as e:
+                raise DataError(f"sample {key} in {source}: bad .{ext} image ({e})") from None
+    raise DataError(f"sample {key} in {source} has neither .npy moments nor an image")
+
+
+def licensed_keys(parquet: Path) -> set[str]:
+    """Keys of the metadata rows the reference keeps: LICENSE other than "?"."""
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(parquet, columns=["key", "LICENSE"])
+    except (OSError, KeyError, ValueError) as e:
+        raise DataError(f"cannot read metadata parquet {parquet} ({e}); it needs columns key and LICENSE") from None
+    keys, licenses = table.column("key").to_pylist(), table.column("LICENSE").to_pylist()
+    return {str(k) for k, lic in zip(keys, licenses) if lic != "?"}
+
+
+def read_captions_tsv(path: Path) -> list[tuple[int, int, str]]:
+    """(image_id, id, caption) rows of the COCO evaluation TSV."""
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f, delimiter="\t"))
+    except OSError as e:
+        raise DataError(f"cannot read captions TSV {path} ({e.strerror})") from None
+    try:
+        return [(int(r["image_id"]), int(r["id"]), r["caption"]) for r in rows]
+    except (KeyError, TypeError, ValueError):
+        raise DataError(f"{path} is not the COCO captions TSV (a header image_id, id, caption and integer ids)") from None
+
+
+def write_fid_stats(path: Path, mu: np.ndarray, sigma: np.ndarray, count: int) -> None:
+    np.savez(path, mu=mu, sigma=sigma, count=count)
+
+
+def read_fid_stats(path: Path) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path) as data:
+            stats = {k: data[k] for k in data.files}
+    except (OSError, ValueError) as e:
+        raise DataError(f"cannot read FID statistics {path} ({e}); it must be an .npz with mu and sigma") from None
+    if "mu" not in stats or "sigma" not in stats or stats["sigma"].shape != (len(stats["mu"]),) * 2:
+        raise DataError(f"{path} lacks mu (d) and sigma (d x d), as pytorch-fid writes them")
+    return stats

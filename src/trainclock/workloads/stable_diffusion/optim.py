@@ -1,0 +1,39 @@
+"""The reference's optimizer (ldm/models/diffusion/ddpm.py configure_optimizers, lr_scheduler.py
+LambdaLinearScheduler): torch AdamW with its defaults (betas 0.9/0.999, eps 1e-8, weight decay
+0.01 on every trainable parameter) at base_learning_rate x GBS, scaled by a factor rising linearly
+from f_start = 1e-6 to 1 over the warmup steps, then 1; logged with stable_diffusion's opt_adamw_* keys."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class AdamWLinearWarmup:
+    learning_rate: float
+    warmup_steps: int
+    warmup_start: float = 1e-6
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    weight_decay: float = 0.01
+    gradient_clip_norm: float | None = None
+
+    def build(self, model: nn.Module) -> torch.optim.AdamW:
+        params = [p for p in model.parameters() if p.requires_grad]  # the frozen text encoder stays out
+        return torch.optim.AdamW(params, lr=self.lr_at(0), betas=(self.beta1, self.beta2), eps=self.eps,
+                                 weight_decay=self.weight_decay, foreach=True)
+
+    def lr_at(self, step: int) -> float:
+        if step < self.warmup_steps:
+            return self.learning_rate * (self.warmup_start + (1 - self.warmup_start) * step / self.warmup_steps)
+        return self.learning_rate
+
+    def log_keys(self) -> dict[str, Any]:
+        return {"opt_name": "adamw", "opt_adamw_beta_1": self.beta1, "opt_adamw_beta_2": self.beta2,
+                "opt_adamw_epsilon": self.eps, "opt_adamw_weight_decay": self.weight_decay,
+                "opt_base_learning_rate": self.learning_rate, "opt_learning_rate_warmup_steps": self.warmup_steps}

@@ -1,0 +1,112 @@
+"""The Stable Diffusion family: every member's UNet, data, hyperparameters, evaluation and target.
+
+sd-laion400m is MLPerf Training v3.1 closed `stable_diffusion` (the reference's
+configs/train_*.yaml): the SD v2 UNet (865.9M parameters) trained on the filtered LAION-400M subset
+(6,513,144 images, stored as VAE moments in webdataset shards) with the frozen OpenCLIP ViT-H/14
+text tower (penultimate layer), v-prediction on the scaled-linear DDPM schedule, AdamW (0.9, 0.999,
+1e-8, weight decay 0.01) at 1.25e-7 x GBS after a linear warmup over 1,000 steps from 1e-6 of it;
+every 512,000 images it generates 30,000 COCO-2014 validation captions with DDIM 50 steps and
+guidance 8.0 and scores FID (Inception, against val2014_30k_stats.npz) and CLIP score (ViT-H/14),
+to FID <= 90 and CLIP >= 0.15 at the same step. The tiers are the same code path on captioned
+Fashion-MNIST items (data/captioned.py) with a small UNet, tiny evaluators, fewer DDIM steps and
+fewer evaluation captions; their targets come from reference runs whose evidence sits in targets/."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from trainclock.errors import UsageError
+from trainclock.workloads import evidence
+from trainclock.workloads.stable_diffusion.metric import CLIP, FID
+from trainclock.workloads.stable_diffusion.model import SD2_UNET, UNetShape, parameter_count
+
+LAION_TRAIN_IMAGES = 6_513_144  # the filtered subset the reference trains on (train_samples in the v3.1 logs)
+COCO_EVAL_CAPTIONS = 30_000
+EVAL_EVERY_IMAGES = 512_000
+
+
+@dataclass(frozen=True)
+class SDSpec:
+    name: str
+    unet: UNetShape
+    dataset: str  # "laion" (official, --data) or "captioned" (generated for a CPU tier)
+    global_batch_size: int
+    micro_batch_size: int
+    base_lr_per_sample: float  # lr = this x global batch size
+    warmup_steps: int
+    eval_every_samples: int
+    eval_captions: int
+    ddim_steps: int
+    guidance: float
+    max_samples: int
+    target_fid: float
+    target_clip: float
+    target_source: str
+    train_images: int
+    text_length: int = 77
+    text_width: int = 1024
+    drop_caption: float = 0.0  # the tiers train unconditionally on a share of captions, so guidance has a baseline
+    warmup_start: float = 1e-6  # the reference's LambdaLinearScheduler f_start
+    latent_scale: float = 0.18215  # the reference's scale_factor on the VAE latents
+    mlperf_benchmark: str = "stable_diffusion"
+
+    @property
+    def learning_rate(self) -> float:
+        return self.base_lr_per_sample * self.global_batch_size
+
+    def parameter_count(self) -> int:
+        return parameter_count(self.unet)
+
+    def with_batch(self, global_batch_size: int) -> "SDSpec":
+        if global_batch_size <= 0:
+            raise UsageError(f"global batch size must be a positive number of images, got {global_batch_size}")
+        return replace(self, global_batch_size=global_batch_size,
+                       micro_batch_size=min(self.micro_batch_size, global_batch_size))
+
+
+def target_evidence(name: str) -> dict:
+    return evidence.load("trainclock.workloads.stable_diffusion", name)
+
+
+def _tier(name: str, blocks: tuple[int, ...], **fields) -> SDSpec:
+    recorded = target_evidence(name)
+    kind = "measured" if evidence.is_measured(recorded) else "estimated"
+    unet = UNetShape(sample_size=16, channels=12, block_out_channels=blocks,
+                     # attention at the 8 x 8 level only, 2 heads: CPU attention over 16 x 16 tokens with
+                     # heads of 2-4 channels took 70% of a step (torch's flash kernel for CPU)
+                     down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+                     up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), layers_per_block=1,
+                     attention_head_dim=2, cross_attention_dim=64, norm_num_groups=8)
+    return SDSpec(name=name, unet=unet, dataset="captioned", target_fid=evidence.threshold(recorded, FID),
+                  target_clip=evidence.threshold(recorded, CLIP), target_source=f"{kind}: {recorded['summary']}",
+                  text_length=10, text_width=64, drop_caption=0.1, latent_scale=1.0, **fields)
+
+
+def _laion() -> SDSpec:
+    return SDSpec(name="sd-laion400m", unet=SD2_UNET, dataset="laion", global_batch_size=512, micro_batch_size=8,
+                  base_lr_per_sample=1.25e-7, warmup_steps=1000, eval_every_samples=EVAL_EVERY_IMAGES,
+                  eval_captions=COCO_EVAL_CAPTIONS, ddim_steps=50, guidance=8.0,
+                  max_samples=20 * EVAL_EVERY_IMAGES, target_fid=90.0, target_clip=0.15,
+                  target_source="mlperf: Training v3.1 closed stable_diffusion rules", train_images=LAION_TRAIN_IMAGES)
+
+
+def _members() -> dict[str, SDSpec]:
+    # tiers: a higher rate than 1.25e-7 x GBS (which suits a pretrained-scale run of thousands of
+    # steps), a short warmup, 8 (mini) / 5 (tiny) DDIM steps and guidance 3 so evaluation stays cheap
+    tiny = _tier("sd-tiny", (16, 32), global_batch_size=16, micro_batch_size=16, base_lr_per_sample=1e-4,
+                 warmup_steps=10, eval_every_samples=320, eval_captions=16, ddim_steps=5, guidance=3.0,
+                 max_samples=960, train_images=1_024)
+    mini = _tier("sd-mini", (32, 64), global_batch_size=16, micro_batch_size=16, base_lr_per_sample=1e-4,
+                 warmup_steps=10, eval_every_samples=480, eval_captions=32, ddim_steps=8, guidance=3.0,
+                 max_samples=2_400, train_images=8_000)
+    return {s.name: s for s in (tiny, mini, _laion())}
+
+
+MEMBERS: dict[str, SDSpec] = _members()
+
+
+def get_member(name: str) -> SDSpec:
+    try:
+        return MEMBERS[name]
+    except KeyError:
+        raise UsageError(f"unknown Stable Diffusion member {name!r}; choose one of: {', '.join(MEMBERS)}") from None

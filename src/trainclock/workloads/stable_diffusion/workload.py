@@ -1,0 +1,184 @@
+"""Stable Diffusion as a workload: its members, the checks a run must pass, and the job the generic
+loop trains (latents and captions, the UNet beside its frozen text encoder, the v-prediction loss,
+DDIM sampling scored by FID and CLIP score, AdamW with warmup, stable_diffusion's log keys)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+import torch
+
+from trainclock.distributed.context import ParallelContext
+from trainclock.distributed.layout import Layout
+from trainclock.distributed.parallelize import ModelParallelism, parallelize
+from trainclock.errors import UsageError
+from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, RunSettings, TrainJob
+from trainclock.workloads.batch_plan import with_batch_settings
+from trainclock.workloads.stable_diffusion import diffusion, metric
+from trainclock.workloads.stable_diffusion.cost import cost_model, unet_forward_flops
+from trainclock.workloads.stable_diffusion.data.sets import EvalSet, TrainSet
+from trainclock.workloads.stable_diffusion.metric import CLIP, FID, quality
+from trainclock.workloads.stable_diffusion.model import Conditioned, SpaceToDepth
+from trainclock.workloads.stable_diffusion.optim import AdamWLinearWarmup
+from trainclock.workloads.stable_diffusion.spec import MEMBERS, SDSpec, get_member
+
+EVAL_BATCH = 16  # captions generated per sampler call
+EVAL_NOISE_SEED = 1234  # the starting noise of caption i is fixed: every run and rank draws the same
+
+
+def check_layout(layout: Layout) -> None:
+    if layout.tp > 1 or layout.pp > 1:
+        raise UsageError("Stable Diffusion has no tensor-parallel plan or pipeline cut; run it data parallel "
+                         "(drop --tp/--pp)")
+
+
+class StableDiffusionWorkload:
+    key = "stable_diffusion"
+    title = "Stable Diffusion"
+    full_size = "sd-laion400m"
+
+    def members(self) -> Sequence[Member]:
+        return [Member(s.name, s.parameter_count(), quality(s), s.target_source,
+                       f"UNet {'-'.join(map(str, s.unet.block_out_channels))}, {s.unet.sample_size}^2 latents",
+                       unit="images") for s in MEMBERS.values()]
+
+    def add_arguments(self, group: argparse._ArgumentGroup) -> None:
+        group.add_argument("--checkpoint", metavar="DIR", help="sd-laion400m: the SD2 checkpoint folder "
+                           "(vae/, text_encoder/, tokenizer/ in diffusers' layout); never downloaded")
+        group.add_argument("--evaluators", metavar="DIR", help="sd-laion400m: fid_features.pt and clip.pt "
+                           "(TorchScript Inception pool3 and ViT-H/14), and val2014_30k_stats.npz")
+
+    def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> SDSpec:
+        spec = get_member(member)
+        check_layout(layout)
+        if spec.dataset == "laion" and settings.data is None:
+            raise UsageError("sd-laion400m trains on the LAION-400M moments: pass --data FOLDER (the webdataset "
+                             ".tar shards and val2014_30k.tsv) and --checkpoint DIR; nothing is downloaded")
+        return with_batch_settings(spec, settings, layout, "images")
+
+    def build_job(self, spec: SDSpec, ctx: ParallelContext, device: torch.device, seed: int,
+                  settings: RunSettings) -> TrainJob:
+        check_layout(ctx.layout)
+        if spec.dataset != "captioned":
+            from trainclock.workloads.stable_diffusion.official import build_official
+
+            train, evals, text_encoder = build_official(spec, settings)
+        else:
+            train, evals, text_encoder = ctx.main_first(lambda: load_tier(spec))
+        torch.manual_seed(seed)
+        model = Conditioned(spec.unet.build(), text_encoder)
+        model = parallelize(model.to(device), ctx, ModelParallelism(), compile=settings.compile,
+                            activation_checkpointing=settings.activation_checkpointing)
+        return sd_job(spec, model, train, evals, seed, device)
+
+    def fetch_data(self) -> str | None:
+        return None  # the tiers generate their data from Fashion-MNIST in prepare
+
+    def prepare_data(self, member: str, data: str | None, force: bool = False) -> str:
+        spec = get_member(member)
+        if spec.dataset != "captioned":
+            raise UsageError("sd-laion400m reads its shards where they are: pass them to `trainclock run` with --data")
+        from trainclock.workloads.stable_diffusion.data.prepare import prepare_tier
+
+        folder = prepare_tier(spec.name, spec.train_images, spec.eval_captions, spec.text_length, spec.text_width, force)
+        return f"{spec.train_images} captioned images, {spec.eval_captions} evaluation captions and the tiny evaluators in {folder}"
+
+    def cost(self, member: str):
+        return cost_model(member)
+
+
+def load_tier(spec: SDSpec) -> tuple[TrainSet, EvalSet, torch.nn.Module]:
+    from trainclock.workloads.stable_diffusion.data.prepare import load_tier as load
+
+    tier = load(spec.name, spec.train_images, spec.eval_captions, spec.text_length, spec.text_width)
+    clip = tier.clip
+
+    def cosine(images: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        return (clip.embed_images(images) * clip.embed_text(ids)).sum(-1)
+
+    evals = EvalSet(tier.eval_ids, tier.empty_ids, SpaceToDepth().decode, tier.features, cosine, tier.reference)
+    text_encoder = type(clip.text)(clip.text.config)
+    text_encoder.load_state_dict(clip.text.state_dict())
+    return TrainSet(tier.latents, tier.ids), evals, text_encoder
+
+
+def sd_job(spec: SDSpec, model: torch.nn.Module, train: TrainSet, evals: EvalSet, seed: int,
+           device: torch.device) -> TrainJob:
+    """The job around a built model and loaded data; tests build one directly to write logs."""
+    scheduler = diffusion.training_scheduler()
+    n = len(train.ids)
+
+    def batch(step: int) -> dict[str, torch.Tensor]:
+        # everything random about a step comes from (seed, step): resume and any rank count see the same batch
+        per_epoch = max(1, n // spec.global_batch_size)
+        epoch, index = divmod(step, per_epoch)
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 100_003 + epoch))
+        pick = order[index * spec.global_batch_size:(index + 1) * spec.global_batch_size]
+        g = torch.Generator().manual_seed(seed * 1_000_003 + step)
+        latents = train.latents[pick].float()
+        if train.moments:
+            mean, logvar = latents.chunk(2, dim=1)
+            latents = (mean + (0.5 * logvar.clamp(-30, 20)).exp() * torch.randn(mean.shape, generator=g)) * spec.latent_scale
+        ids = train.ids[pick].clone()
+        if spec.drop_caption:
+            ids[torch.rand(len(ids), generator=g) < spec.drop_caption] = evals.empty_ids[0]
+        return {"latents": latents, "ids": ids, "noise": torch.randn(latents.shape, generator=g),
+                "timesteps": torch.randint(0, scheduler.config.num_train_timesteps, (len(ids),), generator=g)}
+
+    def loss(m: torch.nn.Module, b: dict) -> torch.Tensor:
+        return diffusion.v_loss(m, scheduler, b["latents"], b["noise"], b["timesteps"], b["ids"])
+
+    def evaluate(m: torch.nn.Module, autocast, shard: tuple[int, int]) -> EvalShard:
+        return generate_and_score(getattr(m, "module", m), spec, evals, shard, autocast, device)
+
+    return TrainJob(
+        name=spec.name,
+        benchmark=spec.mlperf_benchmark,
+        division="closed" if spec.dataset == "laion" else "open",
+        model=model,
+        batch=batch,
+        loss=loss,
+        evaluate=evaluate,
+        score=lambda stats: metric.score(stats, evals.reference),
+        quality=quality(spec),
+        # the v3.1 logs count progress in optimizer steps (step_num) and write FID and CLIP as separate lines
+        progress=Progress(unit="images", units_per_sample=1, log_key="step_num", log_in="steps",
+                          samples_per_step=spec.global_batch_size),
+        global_batch_size=spec.global_batch_size,
+        micro_batch_size=spec.micro_batch_size,
+        flops_per_sample=3 * unet_forward_flops(spec),  # the UNet forward + backward: the encoders are frozen
+        optimizer=AdamWLinearWarmup(spec.learning_rate, spec.warmup_steps, spec.warmup_start),
+        eval_schedule=EvalSchedule(every=spec.eval_every_samples),
+        eval_samples=len(evals.ids),
+        max_samples=spec.max_samples,
+        log_keys={"train_samples": n},  # the training set's size, as the v3.1 logs give it (6,513,144)
+        eval_lines="per_metric",
+    )
+
+
+def generate_and_score(model: torch.nn.Module, spec: SDSpec, evals: EvalSet, shard: tuple[int, int], autocast,
+                       device: torch.device) -> EvalShard:
+    """This rank's captions [r*n/R, (r+1)*n/R): generated, then embedded for FID and CLIP."""
+    rank, ranks = shard
+    n = len(evals.ids)
+    lo, hi = rank * n // ranks, (rank + 1) * n // ranks
+    was_training = model.training
+    model.eval()
+    features, cosine_sum = [], torch.zeros((), dtype=torch.float64)
+    latent_shape = (spec.unet.channels, spec.unet.sample_size, spec.unet.sample_size)
+    with torch.no_grad():
+        for start in range(lo, hi, EVAL_BATCH):
+            index = range(start, min(start + EVAL_BATCH, hi))
+            noise = torch.stack([torch.randn(latent_shape, generator=torch.Generator().manual_seed(EVAL_NOISE_SEED + i))
+                                 for i in index]).to(device)
+            ids = evals.ids[start:start + len(index)].to(device)
+            latents = diffusion.sample(model, ids, evals.empty_ids.to(device), noise, spec.ddim_steps, spec.guidance,
+                                       autocast)
+            images = evals.decode(latents.float() / spec.latent_scale).float().cpu()
+            features.append(evals.features(images).cpu())
+            cosine_sum += evals.clip_cosine(images, ids.cpu()).double().sum()
+    model.train(was_training)
+    gathered = [torch.cat(features)] if features else []
+    return EvalShard(sums={"cosine_sum": cosine_sum, "images": torch.tensor(float(hi - lo), dtype=torch.float64)},
+                     gathered=gathered)

@@ -5,7 +5,7 @@ import stat
 
 import pytest
 
-from trainclock.storage import atomic_write_text, atomic_writer
+from trainclock.storage import atomic_write_text, atomic_writer, staged_folder
 
 
 def test_a_failed_write_leaves_the_last_good_file_and_no_temporary(tmp_path):
@@ -51,3 +51,36 @@ def test_writing_leaves_the_process_umask_alone(tmp_path, monkeypatch):
     atomic_write_text(tmp_path / "report.html", "x")
     assert (tmp_path / "report.html").read_text() == "x"
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
+
+
+def test_a_staged_folder_appears_whole_or_not_at_all(tmp_path):
+    folder = tmp_path / "prepared" / "tier"
+    with pytest.raises(RuntimeError):
+        with staged_folder(folder, "meta.json") as staging:
+            (staging / "data.bin").write_text("half")
+            raise RuntimeError("crash mid-build")
+    assert not folder.exists() and list(folder.parent.iterdir()) == []
+    with pytest.raises(FileNotFoundError, match="meta.json was not written"):
+        with staged_folder(folder, "meta.json") as staging:
+            (staging / "data.bin").write_text("no marker")
+    assert not folder.exists()
+
+
+def test_a_folder_another_process_published_first_is_kept(tmp_path):
+    """Two processes preparing the same data: the second must not delete what the first's reader uses."""
+    folder = tmp_path / "tier"
+    with staged_folder(folder, "meta.json") as first:
+        with staged_folder(folder, "meta.json") as second:
+            (second / "meta.json").write_text("second")
+        (first / "meta.json").write_text("first")
+    assert (folder / "meta.json").read_text() == "second"
+    assert [p.name for p in tmp_path.iterdir()] == ["tier"]
+
+
+def test_a_stale_folder_without_its_marker_is_replaced(tmp_path):
+    folder = tmp_path / "tier"
+    folder.mkdir()
+    (folder / "old.bin").write_text("an older layout")
+    with staged_folder(folder, "meta.json") as staging:
+        (staging / "meta.json").write_text("new")
+    assert sorted(p.name for p in folder.iterdir()) == ["meta.json"]

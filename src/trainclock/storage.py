@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -57,3 +59,27 @@ def _create_temporary(path: Path) -> tuple[int, Path]:
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name beside {path} after {_TEMP_ATTEMPTS} tries")
+
+
+@contextlib.contextmanager
+def staged_folder(folder: Path, marker: str) -> Iterator[Path]:
+    """A staging folder beside `folder`, to be filled in the block; `marker` (a file written in it)
+    means complete. On a clean exit the staging folder is renamed to `folder` whole, so a folder
+    holding its marker is always complete. When another process published a complete `folder`
+    first, theirs stays (its reader may be using it) and this one is dropped; a folder without its
+    marker (a stale copy from an older layout) is replaced."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
+    try:
+        yield staging
+        if not (staging / marker).exists():
+            raise FileNotFoundError(f"{staging / marker} was not written; the staged folder is incomplete")
+        if folder.exists() and not (folder / marker).exists():
+            shutil.rmtree(folder, ignore_errors=True)
+        try:
+            os.rename(staging, folder)
+        except OSError:
+            if not (folder / marker).exists():  # not a finished twin: a real failure
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +17,7 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from trainclock.errors import DataError
-from trainclock.storage import data_home
+from trainclock.storage import data_home, staged_folder
 from trainclock.workloads.bert.data.instances import SPECIALS, make_instances
 from trainclock.workloads.bert.data.text import TextSource
 
@@ -106,18 +104,11 @@ def wordpiece(texts, vocab_size: int) -> Tokenizer:
 def _build(source: TextSource, layout: Layout, folder: Path) -> None:
     tokenizer, train, evaluation = tokenize(source, layout)
     vocab = tokenizer.get_vocab_size()
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
-    try:
+    with staged_folder(folder, "meta.json") as staging:
         tokenizer.save(str(staging / "tokenizer.json"))
         np.savez(staging / "train.npz", **train)
         np.savez(staging / "eval.npz", **evaluation)
         meta = {"format": FORMAT_VERSION, "source": source.name, "layout": layout.__dict__, "data_seed": DATA_SEED,
                 "tokenizer_vocab_size": vocab,
                 "instances": {"train": layout.train_instances, "eval": layout.eval_instances}}
-        (staging / "meta.json").write_text(json.dumps(meta, indent=1))  # inside the staging folder: renamed whole
-        if folder.exists():  # another process finished first, or a stale incomplete folder
-            shutil.rmtree(folder)
-        os.rename(staging, folder)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        (staging / "meta.json").write_text(json.dumps(meta, indent=1))

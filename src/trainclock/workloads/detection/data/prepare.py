@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 from pycocotools import mask as mask_utils
 
-from trainclock.storage import data_home
+from trainclock.storage import data_home, staged_folder
 from trainclock.workloads.detection.data.layout import COCO_NAMES, OPENIMAGES_LABELS, OPENIMAGES_NAMES
 from trainclock.workloads.detection.data.mosaic import mosaic
 from trainclock.workloads.fashion_mnist import CLASSES, load_split, source_folder
@@ -68,16 +66,9 @@ def prepare(layout: str, train: int, val: int, side: int, seed: int = 0, force: 
         shutil.rmtree(folder)
     if (folder / "meta.json").exists():
         return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
-    try:
+    with staged_folder(folder, "meta.json") as staging:
         write_split(staging, layout, "train", generate(train, side, seed, "train"), 1)
         write_split(staging, layout, "val", generate(val, side, seed, "val"), 1_000_000)
         meta = {"format": FORMAT_VERSION, "layout": layout, "train": train, "val": val, "side": side, "seed": seed}
         (staging / "meta.json").write_text(json.dumps(meta))
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.rename(staging, folder)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return folder

@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from trainclock.errors import DataError
-from trainclock.storage import atomic_write_text, data_home
+from trainclock.storage import atomic_write_text, data_home, staged_folder
 from trainclock.workloads.dlrm_dcnv2.data.criteo import write_day
 from trainclock.workloads.dlrm_dcnv2.spec import DENSE_FEATURES, DlrmSpec
 
@@ -144,9 +142,7 @@ def prepare(spec: DlrmSpec, force: bool = False) -> tuple[Path, dict]:
 def _build(spec: DlrmSpec, folder: Path) -> None:
     rng = np.random.default_rng(DATA_SEED)
     model = calibrated(ClickModel.draw(spec.shape.rows, spec.shape.multi_hot, rng), rng)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
-    try:
+    with staged_folder(folder, "meta.json") as staging:
         rates = []
         for day in range(spec.train_days + 1):
             n = spec.rows_per_day if day < spec.train_days else spec.eval_day_rows
@@ -163,9 +159,3 @@ def _build(spec: DlrmSpec, folder: Path) -> None:
                 "best_auc": round(best_auc(probability[:half], labels[:half]), 5),
                 "rows": list(spec.shape.rows), "multi_hot": list(spec.shape.multi_hot)}
         atomic_write_text(staging / "meta.json", json.dumps(meta, indent=1) + "\n")  # last: marks it complete
-        if folder.exists():  # another process finished first, or a stale incomplete folder
-            shutil.rmtree(folder)
-        os.rename(staging, folder)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -22,7 +20,7 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from trainclock.errors import DataError
-from trainclock.storage import atomic_write_text, data_home
+from trainclock.storage import atomic_write_text, data_home, staged_folder
 from trainclock.workloads.gpt3.data.sources import Source
 
 FORMAT_VERSION = 1
@@ -105,9 +103,7 @@ def train_tokenizer(texts, vocab_size: int) -> Tokenizer:
 
 
 def _build(source: Source, vocab_size: int, folder: Path) -> None:
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
-    try:
+    with staged_folder(folder, "meta.json") as staging:
         tokenizer = train_tokenizer(_train_texts(source), vocab_size)
         if tokenizer.get_vocab_size() < 257:
             raise DataError(f"the {source.name} corpus is too small to learn a tokenizer; give it more text")
@@ -127,11 +123,6 @@ def _build(source: Source, vocab_size: int, folder: Path) -> None:
         meta = {"format": FORMAT_VERSION, "source": source.name, "fingerprint": source.fingerprint(),
                 "vocab_size": vocab_size, "dtype": dtype.name, "files": files}
         atomic_write_text(staging / "meta.json", json.dumps(meta, indent=2))
-        if folder.exists():  # another process finished first, or a stale incomplete folder
-            shutil.rmtree(folder)
-        os.rename(staging, folder)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _train_texts(source: Source):

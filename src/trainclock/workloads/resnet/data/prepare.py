@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
-import numpy as np
 from PIL import Image
 
 from trainclock.errors import DataError
-from trainclock.storage import data_home
+from trainclock.storage import data_home, staged_folder
 from trainclock.workloads.fashion_mnist import CLASSES, load_split, source_folder
 
 FORMAT_VERSION = 1
@@ -41,9 +38,7 @@ def prepare(train_images: int, val_images: int, side: int, force: bool = False) 
 
 
 def _build(folder: Path, counts: dict[str, int], side: int) -> None:
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
-    try:
+    with staged_folder(folder, "meta.json") as staging:
         for split, count in counts.items():
             images, labels = load_split(split)
             if count > len(images):
@@ -59,8 +54,3 @@ def _build(folder: Path, counts: dict[str, int], side: int) -> None:
         meta = {"format": FORMAT_VERSION, "source": str(source_folder()), "images": counts, "side": side,
                 "classes": list(CLASSES)}
         (staging / "meta.json").write_text(json.dumps(meta, indent=1))
-        if folder.exists():  # a stale incomplete folder, or another process finished first
-            shutil.rmtree(folder)
-        os.rename(staging, folder)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)

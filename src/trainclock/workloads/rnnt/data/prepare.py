@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainclock.errors import DataError
-from trainclock.storage import atomic_write_text, data_home
+from trainclock.storage import atomic_write_text, data_home, staged_folder
 from trainclock.workloads.rnnt.data import synthetic, tokenizer
 from trainclock.workloads.rnnt.data.librispeech import Utterance, read_split
 
@@ -48,12 +48,13 @@ def prepare_tier(name: str, train: int, evals: int, vocab: int, force: bool = Fa
     if force and folder.exists():
         shutil.rmtree(folder)
     if not (folder / "meta.json").exists():
-        root = folder / "LibriSpeech"
-        synthetic.generate(root, "train", train, DATA_SEED)
-        synthetic.generate(root, "dev", evals, DATA_SEED + 1)
-        tokenizer.train((u.transcript for u in read_split(root / "train")), vocab, folder / "spm.model")
-        atomic_write_text(folder / "meta.json", json.dumps({"train": train, "eval": evals, "vocab": vocab,
-                                                             "seed": DATA_SEED, "version": FORMAT_VERSION}) + "\n")
+        with staged_folder(folder, "meta.json") as staging:
+            synthetic.generate(staging / "LibriSpeech", "train", train, DATA_SEED)
+            synthetic.generate(staging / "LibriSpeech", "dev", evals, DATA_SEED + 1)
+            transcripts = (u.transcript for u in read_split(staging / "LibriSpeech" / "train"))
+            tokenizer.train(transcripts, vocab, staging / "spm.model")
+            atomic_write_text(staging / "meta.json", json.dumps({"train": train, "eval": evals, "vocab": vocab,
+                                                                  "seed": DATA_SEED, "version": FORMAT_VERSION}) + "\n")
     root = folder / "LibriSpeech"
     return Corpus(read_split(root / "train"), read_split(root / "dev"), folder / "spm.model")
 

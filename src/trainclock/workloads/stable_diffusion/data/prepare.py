@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from trainclock.storage import data_home
+from trainclock.storage import data_home, staged_folder
 from trainclock.workloads.stable_diffusion.data import captioned
 from trainclock.workloads.stable_diffusion.data.formats import write_fid_stats
 from trainclock.workloads.stable_diffusion.evaluators import FeatureNet, TinyClip, train_clip, train_features
@@ -40,14 +40,15 @@ class TierData:
     reference: dict[str, np.ndarray]  # mu, sigma, count
 
 
-def tier_folder(name: str, train_images: int, length: int, width: int) -> Path:
-    key = hashlib.sha256(f"{FORMAT_VERSION}\0{train_images}\0{length}\0{width}\0{DATA_SEED}".encode()).hexdigest()[:12]
+def tier_folder(name: str, train_images: int, eval_captions: int, length: int, width: int) -> Path:
+    key = f"{FORMAT_VERSION}\0{train_images}\0{eval_captions}\0{length}\0{width}\0{DATA_SEED}"
+    key = hashlib.sha256(key.encode()).hexdigest()[:12]
     return data_home() / "prepared" / f"{name}-{key}"
 
 
 def prepare_tier(name: str, train_images: int, eval_captions: int, length: int, width: int,
                  force: bool = False) -> Path:
-    folder = tier_folder(name, train_images, length, width)
+    folder = tier_folder(name, train_images, eval_captions, length, width)
     if force and folder.exists():
         shutil.rmtree(folder)
     if (folder / "tier.pt").exists():
@@ -61,13 +62,12 @@ def prepare_tier(name: str, train_images: int, eval_captions: int, length: int, 
                               FEATURES, EVALUATOR_STEPS, DATA_SEED)
     with torch.no_grad():
         f = features(real[:REFERENCE_IMAGES]).numpy()
-    folder.mkdir(parents=True, exist_ok=True)
-    write_fid_stats(folder / "reference_stats.npz", f.mean(0), np.cov(f, rowvar=False), len(f))
-    torch.save({"clip": clip.state_dict(), "features": features.state_dict(), "vocab": tokenizer.vocab_size},
-               folder / "evaluators.pt")
-    torch.save({"latents": SpaceToDepth().encode(images), "ids": ids, "eval_captions": eval_text,
-                "seed": DATA_SEED, "version": FORMAT_VERSION}, folder / "tier.tmp")
-    (folder / "tier.tmp").rename(folder / "tier.pt")
+    with staged_folder(folder, "tier.pt") as staging:
+        write_fid_stats(staging / "reference_stats.npz", f.mean(0), np.cov(f, rowvar=False), len(f))
+        torch.save({"clip": clip.state_dict(), "features": features.state_dict(), "vocab": tokenizer.vocab_size},
+                   staging / "evaluators.pt")
+        torch.save({"latents": SpaceToDepth().encode(images), "ids": ids, "eval_captions": eval_text,
+                    "seed": DATA_SEED, "version": FORMAT_VERSION}, staging / "tier.pt")
     return folder
 
 

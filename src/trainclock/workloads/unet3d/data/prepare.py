@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 
 from trainclock.errors import DataError
-from trainclock.storage import atomic_write_text, data_home
+from trainclock.storage import atomic_write_text, data_home, staged_folder
 from trainclock.workloads.unet3d.data import kits19, synthetic
 
 FORMAT_VERSION = 1
@@ -34,10 +34,11 @@ def prepare_tier(name: str, cases: int, shape: tuple[int, int, int], patch: int,
     if force and folder.exists():
         shutil.rmtree(folder)
     if not (folder / "meta.json").exists():
-        synthetic.generate(folder / "kits19", cases, shape, DATA_SEED)
-        kits19.preprocess(folder / "kits19", folder / "npy", (patch,) * 3)
-        atomic_write_text(folder / "meta.json", json.dumps({"cases": cases, "shape": shape, "patch": patch,
-                                                             "seed": DATA_SEED, "version": FORMAT_VERSION}) + "\n")
+        with staged_folder(folder, "meta.json") as staging:
+            synthetic.generate(staging / "kits19", cases, shape, DATA_SEED)
+            kits19.preprocess(staging / "kits19", staging / "npy", (patch,) * 3)
+            atomic_write_text(staging / "meta.json", json.dumps({"cases": cases, "shape": shape, "patch": patch,
+                                                                  "seed": DATA_SEED, "version": FORMAT_VERSION}) + "\n")
     return folder / "npy"
 
 

@@ -9,20 +9,18 @@
   --evaluators DIR      fid_features.pt (TorchScript: images in [0, 1] -> Inception pool3 features),
                         clip.pt (TorchScript: (images, token ids) -> cosine per image, ViT-H/14) and
                         val2014_30k_stats.npz (the FID reference statistics)
-The shards are read into memory: enough for the tests' tiny shards and a single node's share of a
-sample; a streaming reader is the next step for the 6.5M-image set."""
+The shards are indexed once (data/shard_index.py) and each step reads its batch's samples from them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from trainclock.errors import DataError, UsageError
 from trainclock.workloads.base import RunSettings
-from trainclock.workloads.stable_diffusion.data.formats import (decode_sample, licensed_keys, read_captions_tsv,
-                                                                read_fid_stats, read_shard)
+from trainclock.workloads.stable_diffusion.data.formats import licensed_keys, read_captions_tsv, read_fid_stats
+from trainclock.workloads.stable_diffusion.data.shard_index import LazyCaptions, LazyMoments, shard_index
 from trainclock.workloads.stable_diffusion.data.sets import EvalSet, TrainSet
 from trainclock.workloads.stable_diffusion.spec import SDSpec
 from trainclock.workloads.stable_diffusion.text import ClipTokenizer
@@ -48,25 +46,9 @@ def _needs(path: Path) -> Path:
     return path
 
 
-def load_shards(folder: Path) -> tuple[torch.Tensor, list[str]]:
-    shards = sorted(folder.glob("*.tar"))
-    if not shards:
-        raise DataError(f"no webdataset shards (*.tar) in {folder}")
-    keep = set().union(*(licensed_keys(p) for p in sorted(folder.glob("*.parquet")))) or None
-    moments, captions = [], []
-    for shard in shards:
-        for key, sample in read_shard(shard):
-            if keep is not None and key not in keep:
-                continue
-            array, caption = decode_sample(key, sample, shard)
-            if array.ndim != 3 or array.dtype == np.uint8:
-                raise DataError(f"sample {key} in {shard}: training needs VAE moments (8 x h x w .npy); "
-                                "convert raw images with the reference's laion400m-convert-images-to-moments")
-            moments.append(torch.from_numpy(array.astype(np.float32)))
-            captions.append(caption)
-    if not moments:
-        raise DataError(f"the shards in {folder} hold no licensed samples")
-    return torch.stack(moments), captions
+def _licensed(folder: Path) -> set[str] | None:
+    """The keys the metadata parquets keep (None without any parquet: every sample is used)."""
+    return set().union(*(licensed_keys(p) for p in sorted(folder.glob("*.parquet")))) or None
 
 
 def build_official(spec: SDSpec, settings: RunSettings):
@@ -81,7 +63,7 @@ def build_official(spec: SDSpec, settings: RunSettings):
     vae = AutoencoderKL.from_pretrained(_needs(checkpoint / "vae"), local_files_only=True).eval().requires_grad_(False)
     features = torch.jit.load(str(_needs(evaluators / "fid_features.pt"))).eval()
     clip = torch.jit.load(str(_needs(evaluators / "clip.pt"))).eval()
-    moments, captions = load_shards(data)
+    index = shard_index(data, lambda: _licensed(data))
     rows = read_captions_tsv(_needs(data / CAPTIONS_TSV))[:spec.eval_captions]
     eval_ids = tokenizer([caption for _, _, caption in rows])
 
@@ -91,4 +73,4 @@ def build_official(spec: SDSpec, settings: RunSettings):
 
     evals = EvalSet(eval_ids, tokenizer([""]), decode, features, lambda images, ids: clip(images, ids),
                     read_fid_stats(_needs(evaluators / FID_STATS)))
-    return TrainSet(moments, tokenizer(captions), moments=True), evals, text_encoder
+    return TrainSet(LazyMoments(index), LazyCaptions(index, tokenizer), moments=True), evals, text_encoder

@@ -1,6 +1,6 @@
 """The official stable_diffusion data formats, read with the standard library and pyarrow:
   - webdataset shards (the reference's laion400m moments: <key>.npy = VAE moments 8 x 64 x 64,
-    <key>.txt = caption; the raw-image variant holds <key>.jpg/.png instead of .npy);
+    <key>.txt = caption; the raw-image variant holds <key>.jpg/.png instead of .npy): shard_index.py;
   - the LAION metadata parquet, whose rows with LICENSE "?" the reference drops (filter-metadata.py);
   - the COCO-2014 evaluation captions TSV (val2014_30k.tsv: image_id, id, caption; a header row);
   - FID reference statistics (.npz with mu and sigma, pytorch-fid's layout)."""
@@ -8,57 +8,11 @@
 from __future__ import annotations
 
 import csv
-import io
-import tarfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
 from trainclock.errors import DataError
-
-
-def read_shard(path: Path) -> Iterator[tuple[str, dict[str, bytes]]]:
-    """(key, {extension: bytes}) of each sample of a webdataset tar, in file order: members sharing
-    a key (the name up to its first dot) form one sample."""
-    try:
-        with tarfile.open(path) as tar:
-            key, sample = None, {}
-            for member in tar:
-                if not member.isfile():
-                    continue
-                name = member.name.rsplit("/", 1)[-1]
-                stem, _, ext = name.partition(".")
-                if stem != key and sample:
-                    yield key, sample
-                    sample = {}
-                key = stem
-                sample[ext] = tar.extractfile(member).read()
-            if sample:
-                yield key, sample
-    except (OSError, tarfile.TarError) as e:
-        raise DataError(f"cannot read webdataset shard {path} ({e}); pass --data with the laion400m shards") from None
-
-
-def decode_sample(key: str, sample: dict[str, bytes], source: Path) -> tuple[np.ndarray, str]:
-    """(moments or image array, caption) of one sample; moments from .npy, images (HWC uint8) from .jpg/.png."""
-    if "txt" not in sample:
-        raise DataError(f"sample {key} in {source} has no .txt caption")
-    caption = sample["txt"].decode("utf-8", errors="replace").strip()
-    if "npy" in sample:
-        try:
-            return np.load(io.BytesIO(sample["npy"]), allow_pickle=False), caption
-        except ValueError as e:
-            raise DataError(f"sample {key} in {source}: bad .npy ({e})") from None
-    for ext in ("jpg", "jpeg", "png", "webp"):
-        if ext in sample:
-            from PIL import Image
-
-            try:
-                return np.asarray(Image.open(io.BytesIO(sample[ext])).convert("RGB")), caption
-            except OSError as e:
-                raise DataError(f"sample {key} in {source}: bad .{ext} image ({e})") from None
-    raise DataError(f"sample {key} in {source} has neither .npy moments nor an image")
 
 
 def licensed_keys(parquet: Path) -> set[str]:

@@ -25,6 +25,7 @@ class EvalSet:
 
 @dataclass
 class TrainSet:
+    # indexed by a tensor of sample numbers: tensors for the tiers, shard readers (data/shard_index.py) for the official data
     latents: torch.Tensor  # N x C x H x W, already scaled (or moments, 2C channels, for the official data)
     ids: torch.Tensor
     moments: bool = False  # the reference's shards hold VAE (mean, logvar): sample a latent per step

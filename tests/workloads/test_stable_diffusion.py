@@ -26,18 +26,22 @@ def prepared():
 @pytest.fixture(scope="module")
 def tiny_run(prepared, tmp_path_factory):
     out = tmp_path_factory.mktemp(MEMBER)
-    return out, trainclock("run", MEMBER, "--seed", "1", "--out", str(out), "--no-progress")
+    # seed 11: not one of the reference seeds the target was measured on
+    return out, trainclock("run", MEMBER, "--seed", "11", "--out", str(out), "--no-progress")
 
 
 @pytest.mark.slow
-def test_sd_tiny_trains_and_scores_fid_and_clip(tiny_run):
+def test_sd_tiny_reaches_both_targets_at_one_evaluation(tiny_run):
     out, proc = tiny_run
-    assert proc.returncode in (0, 1), proc.stdout[-2000:] + proc.stderr[-3000:]
-    steps = [r["loss"] for r in records(out, MEMBER) if "loss" in r]
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "run success" in proc.stdout and "images/s" in proc.stdout
+    steps = losses(out, MEMBER)
     evals = [r["eval"] for r in records(out, MEMBER) if "eval" in r]
     assert np.mean(steps[-5:]) < np.mean(steps[:5])
     assert len(evals) >= 1 and all(set(e) == {"FID", "CLIP"} for e in evals)
-    assert all(np.isfinite(e["FID"]) and -1 <= e["CLIP"] <= 1 for e in evals)
+    spec = get_member(MEMBER)
+    assert evals[-1]["FID"] <= spec.target_fid and evals[-1]["CLIP"] >= spec.target_clip
+    assert all(spec.target_fid < e["FID"] or e["CLIP"] < spec.target_clip for e in evals[:-1])  # stopped at the first
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ import sqlite3
 
 import pytest
 
+from tests.workloads.helpers import error_line
 from trainclock.results.db import open_store, read
 from trainclock.results.importer import import_entries, import_paths
 from trainclock.results.queries import EntryFilter, list_entries
@@ -147,11 +148,9 @@ def test_the_default_database_is_in_the_data_directory(cli, data_home, shared_re
 
 
 def one_line_error(cli, *args) -> str:
-    code, out, err = cli(*args)
-    assert code == 2 and out == "" and "Traceback" not in err
-    (line,) = err.strip().splitlines()
-    assert line.startswith("trainclock: error: ")
-    return line
+    result = cli(*args)
+    assert result[1] == "", result[1]  # nothing half-done printed before the refusal
+    return error_line(result)
 
 
 @pytest.mark.parametrize("url, says", [

@@ -89,6 +89,7 @@ def toy_run(out: Path, *extra: str) -> list[str]:
 def error_line(result: tuple[int, str, str]) -> str:
     """The one line a refused command prints (the `cli` fixture's result): exit code 2, no traceback."""
     code, _, err = result
-    assert code == 2, err[-3000:]
+    assert code == 2 and "Traceback" not in err, err[-3000:]
     (line,) = err.strip().splitlines()
+    assert line.startswith("trainclock: error: "), line
     return line

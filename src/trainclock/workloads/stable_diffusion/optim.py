@@ -25,7 +25,7 @@ class AdamWLinearWarmup:
 
     def build(self, model: nn.Module) -> torch.optim.AdamW:
         params = [p for p in model.parameters() if p.requires_grad]  # the frozen text encoder stays out
-        # fused: one kernel over all 208 tensors of sd-mini's UNet; foreach took 14x longer on a CPU
+        # fused: one kernel over sd-mini's 208 UNet tensors (step() 1.5 ms; foreach 5.5 ms on a 2-core CPU)
         return torch.optim.AdamW(params, lr=self.lr_at(0), betas=(self.beta1, self.beta2), eps=self.eps,
                                  weight_decay=self.weight_decay, fused=True)
 

@@ -45,16 +45,16 @@ def test_a_cpu_without_bf16_instructions_trains_in_fp32_and_measures_quickly():
 
 
 @pytest.mark.slow
-def test_a_run_without_bf16_instructions_logs_fp32(tmp_path, corpus_dir):
+def test_a_run_without_bf16_instructions_logs_fp32_and_its_threads(tmp_path, corpus_dir):
     out = tmp_path / "out"
-    env = {**os.environ, **NO_BF16_INSTRUCTIONS}
+    env = {**os.environ, **NO_BF16_INSTRUCTIONS, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-m", "trainclock.cli", "run", "gpt3-tiny", "--data", str(corpus_dir),
                            "--out", str(out), "--no-progress", "--seed", "1", "--max-samples", "64"],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 1, proc.stderr  # stopped at the sample limit: aborted
     (log,) = out.glob("results/*/gpt3-tiny/result_0.txt")
-    precision = next(e.value for e in read_events(log)[0] if e.key == "trainclock_precision")
-    assert precision == "fp32"
+    header = {e.key: e.value for e in read_events(log)[0]}
+    assert header["trainclock_precision"] == "fp32" and header["trainclock_threads"] == 1
 
 
 def test_the_peak_of_a_given_size_is_a_rate():

@@ -355,4 +355,6 @@ def log_header(log: RunLog, job: TrainJob, request: RunRequest, system_name: str
     log.event("trainclock_progress_unit", progress.unit, metadata={
         "per_sample": progress.units_per_sample, "logged_in": progress.log_in, "samples_per_epoch": progress.samples_per_epoch})
     log.event("trainclock_precision", request.options.precision)
+    # intra-op threads per process: a CPU run's speed depends on them, and a plan for this CPU must match them
+    log.event("trainclock_threads", torch.get_num_threads())
     log.event("trainclock_compile", request.settings.compile)

@@ -48,6 +48,15 @@ def pytest_runtest_makereport(item, call):
             report.longrepr = f"CI must run this test, but it was skipped: {reason}"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_user_database(tmp_path_factory):
+    """Results of runs started by module- and session-scoped fixtures (before any function's
+    data_home) go to a store of the test session's own, never the user's database."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRAINCLOCK_DB", str(tmp_path_factory.mktemp("session-store") / "results.db"))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def data_home(tmp_path_factory, monkeypatch) -> Path:
     home = tmp_path_factory.mktemp("trainclock-home")

@@ -16,6 +16,8 @@ from trainclock.errors import DataError
 from trainclock.results.db import migrate_store, open_store, read
 from trainclock.results.migrations import UPGRADES, current_version, latest_version
 from trainclock.results.models import Base, Entry, Run, SchemaVersion
+from trainclock.results.records import file_sha256
+from trainclock.review.log_summary import log_eval_spans
 
 from results import models_v1
 
@@ -35,7 +37,7 @@ def columns(conn: Connection) -> dict[str, set[str]]:
 
 def test_a_new_database_has_the_models_tables_at_the_latest_version(db_url):
     with open_store(db_url) as store:
-        assert version_of(store) == latest_version() == 2
+        assert version_of(store) == latest_version() == 3
         with store.engine.connect() as conn:
             found = columns(conn)
     assert found == {table.name: {c.name for c in table.columns} for table in Base.metadata.sorted_tables}
@@ -57,12 +59,13 @@ def test_an_older_database_is_upgraded_in_order_and_keeps_its_rows(db_url, share
     import_paths([shared_results / "v3.0"], db_url)
     with open_store(db_url) as store:
         upgrades = [*UPGRADES, add_notes_column]
-        assert migrate_store(store, upgrades) == 2  # the version it had
-        assert version_of(store) == 3
+        latest = latest_version()
+        assert migrate_store(store, upgrades) == latest  # the version it had
+        assert version_of(store) == latest + 1
         notes = read(store, lambda s: s.execute(text("SELECT notes FROM entries")).scalars().all(), "r")
         versions = read(store, lambda s: s.scalars(select(SchemaVersion.version)).all(), "r")
-        assert notes == ["migrated", "migrated"] and sorted(versions) == [2, 3]
-        assert migrate_store(store, upgrades) == 3  # nothing left to do
+        assert notes == ["migrated", "migrated"] and sorted(versions) == [latest, latest + 1]
+        assert migrate_store(store, upgrades) == latest + 1  # nothing left to do
 
 
 def test_a_failed_upgrade_changes_nothing(db_url, shared_results):
@@ -72,7 +75,7 @@ def test_a_failed_upgrade_changes_nothing(db_url, shared_results):
     with open_store(db_url) as store:
         with pytest.raises(RuntimeError, match="half-way"):
             migrate_store(store, [*UPGRADES, broken_upgrade])
-        assert version_of(store) == 2
+        assert version_of(store) == latest_version()
         with store.engine.connect() as conn:
             assert "half_done" not in {c["name"] for c in inspect(conn).get_columns("entries")}
         assert len(read(store, lambda s: s.scalars(select(Entry)).all(), "r")) == 2
@@ -81,7 +84,8 @@ def test_a_failed_upgrade_changes_nothing(db_url, shared_results):
 def test_a_database_newer_than_this_trainclock_is_refused(db_url):
     with open_store(db_url) as store:
         migrate_store(store, [*UPGRADES, add_notes_column])
-    with pytest.raises(DataError, match="schema version 3, newer than this trainclock knows \\(2\\); upgrade trainclock"):
+    latest = latest_version()
+    with pytest.raises(DataError, match=f"schema version {latest + 1}, newer than this trainclock knows \\({latest}\\); upgrade"):
         open_store(db_url)
 
 
@@ -133,7 +137,7 @@ def test_a_version_1_database_keeps_every_row_and_becomes_unit_neutral(db_url, t
     before = v1_rows()
     url = v1_database(db_url, tmp_path)
     with open_store(url) as store:
-        assert version_of(store) == 2
+        assert version_of(store) == latest_version()
         with store.engine.connect() as conn:
             assert columns(conn) == {t.name: {c.name for c in t.columns} for t in Base.metadata.sorted_tables}
             after = {name: [dict(r._mapping) for r in conn.execute(text(f"SELECT * FROM {name} ORDER BY 1"))]
@@ -193,3 +197,32 @@ def run_facts(url: str) -> list[tuple]:
     with open_store(url) as store:
         return read(store, lambda s: [(r.sha256, r.progress_unit, r.units_to_converge, r.units_per_sample,
                                        r.samples_to_converge, str(r.metrics)) for r in s.scalars(select(Run))], "r")
+
+
+def test_version_3_reads_eval_spans_from_logs_still_where_they_were_imported_from(tmp_path, shared_results):
+    """Each run's evaluations are timed again from its log, where the file at its imported path
+    still has the imported content; a moved or changed log leaves the run without them."""
+    log = next((shared_results / "v3.0").rglob("result_0.txt"))
+    kept, changed = tmp_path / "kept.txt", tmp_path / "changed.txt"
+    shutil.copy(log, kept)
+    shutil.copy(log.with_name("result_1.txt"), changed)
+    url = v1_database("sqlite", tmp_path)
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        ids = [r.id for r in conn.execute(text("SELECT id FROM runs ORDER BY id LIMIT 2"))]
+        for run_id, path in zip(ids, (kept, changed)):
+            conn.execute(text("UPDATE runs SET path = :p, size_bytes = :n, sha256 = :h WHERE id = :i"),
+                         {"p": str(path), "n": path.stat().st_size, "h": file_sha256(path), "i": run_id})
+    engine.dispose()
+    changed.write_bytes(changed.read_bytes().replace(b"eval_stop", b"eval_stap"))
+    with open_store(url) as store:
+        spans = dict(read(store, lambda s: [(r.id, r.eval_spans) for r in s.scalars(select(Run))], "r"))
+    expected = log_eval_spans(log)
+    assert expected and len(expected) > 1 and all(0 < a < b for a, b in expected)
+    assert spans[ids[0]] == [list(span) for span in expected]
+    assert spans[ids[1]] is None  # changed since its import
+    for row in v1_rows()["runs"]:  # the fixture's own paths: its gpt3 logs may be on this machine too
+        path = Path(row["path"])
+        if row["id"] not in ids:
+            here = path.is_file() and file_sha256(path) == row["sha256"]
+            assert spans[row["id"]] == ([list(span) for span in log_eval_spans(path)] if here else None)

@@ -20,3 +20,22 @@ def time_to_train_ms(events: list[Event]) -> int:
 def run_status(events: list[Event]) -> str:
     stops = [e for e in events if e.key == "run_stop"]
     return str(stops[-1].metadata.get("status", "unknown")) if stops else "unfinished"
+
+
+def eval_spans(starts: list[Event], stops: list[Event]) -> list[tuple[float, int | float, int | float]] | None:
+    """(progress tag, start ms, stop ms) of each evaluation, in progress order; None where the
+    eval_start and eval_stop events do not pair up. Several ranks may log the same evaluation:
+    events are grouped by their epoch_num (else step_num) and the group's earliest start and
+    latest stop kept."""
+    first_start: dict = {}
+    last_stop: dict = {}
+    for events, keep, pick in ((starts, first_start, min), (stops, last_stop, max)):
+        for e in events:
+            tag = e.metadata.get("epoch_num", e.metadata.get("step_num"))
+            keep[tag] = pick(keep.get(tag, e.time_ms), e.time_ms)
+    if not first_start or set(first_start) != set(last_stop) or None in first_start:
+        return None
+    try:
+        return sorted((float(t), first_start[t], last_stop[t]) for t in first_start)
+    except (TypeError, ValueError):  # a tag that is not a number
+        return None

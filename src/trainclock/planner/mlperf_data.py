@@ -17,6 +17,7 @@ from pathlib import Path
 
 from trainclock.errors import DataError
 from trainclock.mllog.reader import read_events
+from trainclock.mllog.time_to_train import eval_spans
 
 ENV_VAR = "TRAINCLOCK_MLPERF_RESULTS"
 RESULTS_CSV = "gpt3_results_calibration.csv"
@@ -189,19 +190,7 @@ def log_timing(folder: Path, units_per_sample: float) -> LogTiming:
 
 
 def _eval_spans(starts: list, stops: list, path: Path) -> list[tuple[float, int, int]]:
-    """(progress, start ms, stop ms) of each evaluation, in order. Several ranks may log the same
-    evaluation: events are grouped by their epoch_num (progress) and the group's earliest start
-    and latest stop kept."""
-    first_start, last_stop = {}, {}
-    for e in starts:
-        tag = e.metadata.get("epoch_num")
-        first_start[tag] = min(first_start.get(tag, e.time_ms), e.time_ms)
-    for e in stops:
-        tag = e.metadata.get("epoch_num")
-        last_stop[tag] = max(last_stop.get(tag, e.time_ms), e.time_ms)
-    if not first_start or set(first_start) != set(last_stop) or None in first_start:
-        raise DataError(f"{path}: eval_start and eval_stop do not pair up by epoch_num")
-    try:
-        return sorted((float(t), first_start[t], last_stop[t]) for t in first_start)
-    except (TypeError, ValueError):
-        raise DataError(f"{path}: eval_start/eval_stop epoch_num is not a number") from None
+    spans = eval_spans(starts, stops)
+    if spans is None:
+        raise DataError(f"{path}: eval_start and eval_stop do not pair up by a numeric epoch_num")
+    return spans

@@ -18,18 +18,23 @@ Versions:
   1  the first schema (GPT-3 only: runs.tokens_to_converge)
   2  unit-neutral: runs.converged_at -> units_to_converge (tokens_to_converge folded in, dropped),
      runs.units_per_sample, runs.metrics, entries.progress_unit, entries.metrics
+  3  runs.eval_spans: each evaluation's start and stop in the timed region (from the log, where
+     it is still where it was imported from, unchanged)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 
 from sqlalchemy import JSON, Connection, Double, Engine, String, bindparam, inspect, select, text
 from sqlalchemy.types import TypeEngine
 
 from trainclock.errors import DataError
 from trainclock.results.models import Base, SchemaVersion
+from trainclock.results.records import file_sha256
+from trainclock.review.log_summary import log_eval_spans
 from trainclock.results.unit_facts import entry_facts, run_facts
 
 Upgrade = Callable[[Connection], None]
@@ -137,5 +142,25 @@ def _v2_unit_neutral(conn: Connection) -> None:
                      .bindparams(bindparam("metrics", type_=JSON())), entries)
 
 
+def _v3_eval_spans(conn: Connection) -> None:
+    """Version 2 -> 3: runs.eval_spans, read again from each run's log where that file is still
+    at its imported path with the same content (the store keeps no events; other runs keep NULL)."""
+    _add_column(conn, "runs", "eval_spans", JSON())
+    updates = []
+    for run in conn.execute(text("SELECT id, path, size_bytes, sha256 FROM runs ORDER BY id")).all():
+        path = Path(run.path)
+        try:
+            if path.stat().st_size != run.size_bytes or file_sha256(path) != run.sha256:
+                continue
+            spans = log_eval_spans(path)
+        except (OSError, DataError):
+            continue  # moved, changed or unreadable: the run keeps no part timing
+        if spans is not None:
+            updates.append({"run_id": run.id, "spans": [list(span) for span in spans]})
+    if updates:
+        conn.execute(text("UPDATE runs SET eval_spans = :spans WHERE id = :run_id")
+                     .bindparams(bindparam("spans", type_=JSON())), updates)
+
+
 # UPGRADES[i] brings a database from version i + 1 to version i + 2; version 1 is the first schema
-UPGRADES: list[Upgrade] = [_v2_unit_neutral]
+UPGRADES: list[Upgrade] = [_v2_unit_neutral, _v3_eval_spans]

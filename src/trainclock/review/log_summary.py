@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from trainclock.mllog.reader import Event
+from trainclock.mllog.time_to_train import eval_spans
 from trainclock.review.progress import progress
 
 MAX_EVALS = 10_000  # real logs have tens to a few hundred evaluations
@@ -62,9 +63,12 @@ class LogSummary:
     _last_epoch_num: Any = None
     _train_samples: Any = None
     _steps: dict = field(default_factory=dict)
+    _eval_marks: dict = field(default_factory=lambda: {"eval_start": [], "eval_stop": []})
 
     def observe(self, e: Event) -> None:
         self.last_line = e.lineno
+        if e.key in self._eval_marks and len(self._eval_marks[e.key]) < MAX_EVALS:
+            self._eval_marks[e.key].append(e)
         if e.key in RCP_EVAL_KEYS:
             self._rcp_eval(e)
         elif e.key == "global_batch_size":
@@ -119,6 +123,15 @@ class LogSummary:
             return None
         return self.first_stop_ms - self.first_start_ms
 
+    def eval_spans(self) -> tuple[tuple[float, float], ...] | None:
+        """(start, stop) of each evaluation in seconds from run_start, in progress order: where the
+        timed region went besides training. None without one run_start or where eval_start and
+        eval_stop do not pair up."""
+        spans = eval_spans(self._eval_marks["eval_start"], self._eval_marks["eval_stop"])
+        if spans is None or self.starts != 1:
+            return None
+        return tuple(((a - self.first_start_ms) / 1000, (b - self.first_start_ms) / 1000) for _, a, b in spans)
+
     def eval_curve(self) -> tuple[EvalPoint, ...]:
         # file order is not time order: sort by progress, then by time
         return tuple(sorted(self.evals, key=lambda p: (p.progress is None, p.progress or 0, p.time_ms)))
@@ -140,3 +153,14 @@ def _bounded(value: Any) -> Any:
 def _number(value: Any) -> bool:
     # a step key must compare with itself: no NaN, which json reads from a log's NaN literal
     return isinstance(value, int) and not isinstance(value, bool) or isinstance(value, float) and math.isfinite(value)
+
+
+def log_eval_spans(path) -> tuple[tuple[float, float], ...] | None:
+    """The eval spans of the log at `path` (LogSummary.eval_spans), read alone; OSError if unreadable."""
+    from trainclock.mllog.reader import LogSource  # the reader's file source, for this one use
+
+    summary = LogSummary()
+    for e in LogSource(path):
+        if isinstance(e, Event):
+            summary.observe(e)
+    return summary.eval_spans()

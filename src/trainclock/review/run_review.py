@@ -53,6 +53,8 @@ class RunReview:
     start_line: int | None = None  # the first run_start's line
     stop_line: int | None = None  # the last run_stop's line
     last_line: int = 0  # the last MLLOG line read
+    # (start, stop) of each evaluation, seconds from run_start, in progress order; None where unpaired
+    eval_spans: tuple[tuple[float, float], ...] | None = None
 
     @property
     def where(self) -> str:
@@ -173,6 +175,7 @@ def review_log(path: Path, round_: str) -> RunReview:
         start_line=summary.first_start_line,
         stop_line=reading.stop_line,
         last_line=summary.last_line,
+        eval_spans=summary.eval_spans(),
     )
 
 

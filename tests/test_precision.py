@@ -12,6 +12,7 @@ import torch
 
 from trainclock.mllog.reader import read_events
 from trainclock.device.peak import BF16_MIN_ADVANTAGE, bf16_speedup, matmul_peak_flops, resolve_precision
+from trainclock.device import system
 
 CPU = torch.device("cpu")
 NO_BF16_INSTRUCTIONS = {"ONEDNN_MAX_CPU_ISA": "AVX2"}
@@ -55,6 +56,8 @@ def test_a_run_without_bf16_instructions_logs_fp32_and_its_threads(tmp_path, cor
     (log,) = out.glob("results/*/gpt3-tiny/result_0.txt")
     header = {e.key: e.value for e in read_events(log)[0]}
     assert header["trainclock_precision"] == "fp32" and header["trainclock_threads"] == 1
+    assert header["trainclock_matmul_peak_flops"] > 1e8  # the measured peak, a plain number of FLOP/s
+    assert header["trainclock_cpu"] == system.cpu_identity() and "vCPUs" in header["trainclock_cpu"]
 
 
 def test_the_peak_of_a_given_size_is_a_rate():

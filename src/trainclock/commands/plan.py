@@ -33,6 +33,8 @@ def register(sub) -> None:
     plan.add_argument("--save", type=Path, help="write the --sweep curve here, atomically (.json or .csv)")
     plan.add_argument("--top", type=int, default=5, help="how many of the fastest layouts to list (default: %(default)s)")
     plan.add_argument("--validate", action="store_true", help="print the calibration, leave-one-out and extrapolation tables")
+    plan.add_argument("--db", help="results database whose runs calibrate this-cpu and --validate's CPU tiers "
+                                   "(default: $TRAINCLOCK_DB, else the user's)")
     plan.add_argument("--list-hardware", action="store_true", help="print the accelerator catalogue")
     plan.set_defaults(func=main)
 
@@ -67,10 +69,35 @@ def main(args) -> int:
 
 
 def _planner(args, catalogue):
+    from trainclock.planner.hardware import THIS_CPU
     from trainclock.planner.planning import Planner
     from trainclock.planner.workload import cost_model
 
-    return Planner(cost_model(args.benchmark), catalogue, args.mlperf_results)
+    own = _own_runs(args)[0] if args.accelerator == THIS_CPU else []
+    return Planner(cost_model(args.benchmark), catalogue, args.mlperf_results, own)
+
+
+def _own_runs(args):
+    """(the stored runs timed on this machine with this many threads, the StoredRuns read); no
+    runs where the store cannot be read (this-cpu then falls back to the reference runs' MFU)."""
+    import torch
+
+    from trainclock.commands.stored_runs import StoredRuns, read_stored_runs
+    from trainclock.device.system import cpu_identity
+    from trainclock.errors import DataError
+    from trainclock.planner.own_runs import same_machine
+
+    try:
+        stored = read_stored_runs(args.db)
+    except DataError:
+        return [], StoredRuns()
+    cpu, threads = cpu_identity(), torch.get_num_threads()
+    mine = [r for r in stored.runs if same_machine(r, cpu, threads)]
+    if len(stored.runs) > len(mine):
+        stored.left_out[f"on another CPU, thread count or process count (this one: {threads} thread"
+                        f"{'s' if threads > 1 else ''})"] += \
+            len(stored.runs) - len(mine)
+    return mine, stored
 
 
 def _layout_fields(args) -> dict[str, object]:
@@ -120,7 +147,6 @@ def _sweep(args, catalogue, accelerator) -> int:
 def _validate(args, catalogue) -> int:
     from trainclock.planner import calibrate, tables, validation
     from trainclock.planner.mlperf_data import results_dir
-
     data = calibrate.load_calibration_data(results_dir(args.mlperf_results), catalogue)
     report = validation.validate(data)
     tables.print_validation(report)
@@ -137,4 +163,29 @@ def _validate(args, catalogue) -> int:
         print(f"trainclock: the other benchmarks are not validated: {e}")
     else:
         print_suite_validation(suite, table_console(None))
+    _validate_own_runs(args, table_console(None))
     return 0 if report.meets_goal else 1
+
+
+def _validate_own_runs(args, console) -> None:
+    """This machine's CPU tiers against trainclock's own runs in the results store."""
+    from trainclock.device.system import cpu_identity
+    from trainclock.planner.convergence import load_convergence
+    from trainclock.planner.hardware import this_cpu
+    from trainclock.planner.mlperf_data import results_dir
+    from trainclock.planner.own_runs import leave_one_out
+    from trainclock.planner.own_runs_tables import print_own_runs
+    from trainclock.planner.workload import cost_model
+
+    mine, stored = _own_runs(args)
+    checks = leave_one_out(mine, this_cpu(), cost_model, lambda cost: load_convergence(cost, lambda: results_dir(args.mlperf_results)))
+    import torch
+
+    threads = torch.get_num_threads()
+    machine = f"{cpu_identity()}, {threads} thread{'s' if threads > 1 else ''}"
+    if not checks:
+        print(f"trainclock: the CPU tiers are not validated: the results store holds no two finished runs of a "
+              f"tier on this machine ({machine}); `trainclock run <tier> --seed N` adds them"
+              + (f" (left out: {stored.describe_left_out()})" if stored.left_out else ""))
+        return
+    print_own_runs(checks, machine, stored.describe_left_out(), console)

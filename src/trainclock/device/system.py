@@ -21,6 +21,25 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# what sets a CPU's matmul speed beyond its name: one "Intel Xeon" name covers AMX machines and
+# machines without bf16 instructions, whose bf16 peaks differ 5-fold
+SPEED_FLAGS = ("amx_bf16", "amx_tile", "avx512_bf16", "avx512_fp16", "avx512f", "avx2", "fma")
+
+
+def cpu_identity() -> str:
+    """This CPU as runs timed on it compare: name, the flags that set its matmul speed, vCPUs."""
+    flags: set[str] = set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    except OSError:
+        pass
+    found = " ".join(f for f in SPEED_FLAGS if f in flags) or "flags unknown"
+    return f"{cpu_model()} [{found}], {os.cpu_count()} vCPUs"
+
+
 def _memory_gb() -> str:
     try:
         kib = int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1))

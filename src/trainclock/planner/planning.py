@@ -4,15 +4,17 @@ to train."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 
 from trainclock.errors import DataError, UsageError
-from trainclock.planner import calibrate, search, suite
+from trainclock.planner import calibrate, own_runs, search, suite
 from trainclock.planner.convergence import ConvergenceModel, load_convergence
 from trainclock.planner.hardware import THIS_CPU, Accelerator
 from trainclock.planner.mlperf_data import results_dir
+from trainclock.planner.own_runs import OwnRun
 from trainclock.planner.plan import LAYOUT_FIELDS, Plan, complete
 from trainclock.planner.predict import Prediction, predict
 from trainclock.planner.step_time import Efficiency
@@ -35,10 +37,12 @@ class Calibrated:
 class Planner:
     """Answers plans for one workload member; loads the MLPerf data only if a plan needs it."""
 
-    def __init__(self, cost: WorkloadCost, catalogue: dict[str, Accelerator], mlperf_dir: Path | None = None) -> None:
+    def __init__(self, cost: WorkloadCost, catalogue: dict[str, Accelerator], mlperf_dir: Path | None = None,
+                 own_runs: Sequence[OwnRun] = ()) -> None:
         self.cost = cost
         self.catalogue = catalogue
         self._mlperf_dir = mlperf_dir
+        self.own_runs = own_runs  # trainclock's stored runs on this machine: this-cpu's calibration
 
     def mlperf_folder(self) -> Path:
         return results_dir(self._mlperf_dir)
@@ -56,12 +60,19 @@ class Planner:
         if efficiency is not None and not 0 < efficiency <= 1:
             raise UsageError(f"--efficiency {efficiency}: give the fraction of peak FLOP/s the matmuls reach, in (0, 1]")
         if accelerator.id == THIS_CPU and stack is None:
-            own, source = (Efficiency(efficiency), "given (--efficiency)") if efficiency else calibrate.own_runs_efficiency(self.cost)
             import torch  # lazily, as hardware.this_cpu: planning a cluster never loads torch
 
             from trainclock.device.peak import resolve_precision
 
             precision = resolve_precision("auto", torch.device("cpu"))  # fp32 on a CPU without bf16 instructions
+            stored = own_runs.fit(self.cost, accelerator, [r for r in self.own_runs
+                                                           if (r.member, r.precision) == (self.cost.name, precision)])
+            if efficiency:
+                own, source = Efficiency(efficiency), "given (--efficiency)"
+            elif stored is not None:
+                own, source = stored.efficiency, stored.source
+            else:
+                own, source = calibrate.own_runs_efficiency(self.cost)
             return Calibrated(own, replace(Plan(), **calibrate.CPU_LAYOUT, precision=precision), source)
         if stack is None and efficiency is not None:
             return Calibrated(Efficiency(efficiency), self._generic_template(accelerator), "given (--efficiency)")

@@ -158,3 +158,27 @@ def _filtered(stmt: Select, where: EntryFilter) -> Select:
 def _filter_text(where: EntryFilter) -> str:
     given = [f"{name}={value}" for name, value in vars(where).items() if value]
     return f" with {', '.join(given)}" if given else ""
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    """A run that met its target, with what says how it was run (its header) and timed (its
+    evaluations' spans), for calibrating a performance model on it."""
+
+    file_name: str
+    benchmark: str  # the entry's: a trainclock member (gpt3-mini) or an MLPerf benchmark
+    header: dict
+    time_to_train_ms: float
+    samples_to_converge: float | None
+    global_batch_size: int | None
+    eval_spans: list | None
+
+
+def finished_runs(session: Session) -> list[FinishedRun]:
+    rows = session.execute(
+        select(Run.file_name, Entry.benchmark, Run.header, Run.time_to_train_ms, Run.samples_to_converge,
+               Run.global_batch_size, Run.eval_spans)
+        .join(Entry, Entry.id == Run.entry_id)
+        .where(Run.status == "success", Run.time_to_train_ms.is_not(None))
+        .order_by(Run.id)).all()
+    return [FinishedRun(*row) for row in rows]

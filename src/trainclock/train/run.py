@@ -143,6 +143,10 @@ def _execute(request: RunRequest, ctx: ParallelContext) -> RunResult | None:
         if not resume_meta:
             log_header(log, job, request, system_name, ctx, seed)
         peak = matmul_peak_flops(device, DTYPES[options.precision])
+        if not resume_meta:
+            log.event("trainclock_matmul_peak_flops", round(peak))
+            if device.type == "cpu":  # which CPU a stored run was timed on: CPUs of one name differ (AMX or not)
+                log.event("trainclock_cpu", system.cpu_identity())
         warm_up(job, options, ctx, compiled=request.settings.compile)
         state = None
         if slot.resume_from:

@@ -1,0 +1,225 @@
+"""The planner on this machine's CPU, calibrated on trainclock's own runs of a member (from the
+results store), and tested on them run by run: each run predicted by a fit on the member's other
+runs, with the progress the member's reference runs needed (its convergence model), not the run's.
+
+A stored run is split as a published log is (mlperf_data.LogTiming): steady training (the time
+between one evaluation's end and the next one's start, over the steps between them), the
+evaluations (eval_start to eval_stop), and the rest of the timed region (start-up and warm-up
+inside it: the first interval's excess). The fit gives each part its number: the matmul
+efficiency that reproduces the steady step, the fixed cost of an evaluation beyond its forward
+work, and the run overhead.
+
+Runs are comparable only on the same kind of CPU (its name and the flags that set its matmul
+speed: one Xeon name covers AMX machines and machines without bf16 instructions), precision and
+intra-op threads."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from scipy.optimize import brentq
+
+from trainclock.planner.convergence import ConvergenceModel, eval_interval_samples
+from trainclock.planner.hardware import Accelerator
+from trainclock.planner.plan import Plan
+from trainclock.planner.predict import Prediction, predict
+from trainclock.planner.step_time import Efficiency, eval_seconds, step_time
+from trainclock.workloads.cost import WorkloadCost
+
+EFFICIENCY_RANGE = (1e-5, 1.0)
+PARTS = ("training", "evaluations", "rest", "total")
+CPU_PLAN = {"recompute": "none", "zero": 0, "overlap": False}  # how `trainclock run` trains on one process
+
+
+@dataclass(frozen=True)
+class OwnRun:
+    """A successful `trainclock run` of a member, as the results store keeps it."""
+
+    member: str
+    label: str  # where it is from, as printed: the log's name and seed
+    cpu: str  # the CPU it ran on, as device.system.cpu_identity names it
+    precision: str  # "bf16" or "fp32", as trained
+    threads: int  # intra-op threads of its process
+    processes: int
+    global_batch_size: int
+    micro_batch: int  # samples per forward/backward (global batch over accumulation steps)
+    time_to_train_s: float
+    samples: float  # trained when it met the target
+    eval_spans: tuple[tuple[float, float], ...] | None  # seconds from run_start
+
+    @property
+    def group(self) -> tuple[str, str, int, int]:
+        return self.member, self.precision, self.threads, self.processes
+
+
+@dataclass(frozen=True)
+class RunParts:
+    """A run's timed region, part by part (seconds), and its steady step and mean evaluation."""
+
+    training: float
+    evaluations: float
+    rest: float
+    total: float
+    step_s: float
+    eval_s: float
+    evaluation_count: int
+
+    def as_dict(self) -> dict[str, float]:
+        return dict(zip(PARTS, (self.training, self.evaluations, self.rest, self.total)))
+
+
+def same_machine(run: OwnRun, cpu: str, threads: int) -> bool:
+    """Timed on a CPU like this one (`cpu`: its cpu_identity), with this many threads, one process."""
+    return run.cpu == cpu and run.threads == threads and run.processes == 1
+
+
+def cpu_plan(run: OwnRun) -> Plan:
+    """The plan a stored run trained with: one process, its micro-batch and precision."""
+    return replace(Plan(), micro_batch=run.micro_batch, precision=run.precision, **CPU_PLAN)
+
+
+def parts(run: OwnRun, cost: WorkloadCost) -> RunParts | None:
+    """The run's parts; None without its evaluations' times or with fewer than one evaluation."""
+    spans = run.eval_spans
+    if not spans:
+        return None
+    evals_s = sum(b - a for a, b in spans)
+    steps_between = eval_interval_samples(cost, run.global_batch_size) / run.global_batch_size
+    # the first interval carries start-up and warm-up: steady steps are measured between evaluations
+    gaps = [(a1 - b0) / steps_between for (_, b0), (a1, _) in zip(spans, spans[1:])]
+    steps = run.samples / run.global_batch_size
+    if gaps:
+        step_s = statistics.median(gaps)
+    else:  # one evaluation: the run less it is the only measure of a step
+        step_s = (run.time_to_train_s - evals_s) / steps
+    training = steps * step_s
+    return RunParts(training, evals_s, run.time_to_train_s - training - evals_s, run.time_to_train_s, step_s,
+                    evals_s / len(spans), len(spans))
+
+
+@dataclass(frozen=True)
+class OwnFit:
+    efficiency: Efficiency
+    runs: int  # fitted on
+    source: str
+
+
+def fit(cost: WorkloadCost, accelerator: Accelerator, runs: Sequence[OwnRun]) -> OwnFit | None:
+    """The member's efficiency on this CPU from `runs` (one member, precision and thread count):
+    the matmul efficiency whose modelled step is the runs' median steady step, the evaluation's
+    fixed cost beyond its modelled forward work, and the median rest of the timed region. None
+    when no run has its evaluations' times."""
+    timed = [(run, p) for run in runs if (p := parts(run, cost)) is not None]
+    if not timed:
+        return None
+    run = timed[0][0]
+    plan = cpu_plan(run)
+    step_s = statistics.median(p.step_s for _, p in timed)
+
+    def log_ratio(efficiency: float) -> float:
+        modelled = step_time(cost, run.global_batch_size, plan, accelerator, Efficiency(efficiency)).step_s
+        return modelled / step_s - 1
+
+    low, high = EFFICIENCY_RANGE
+    # the modelled step falls as efficiency rises: a root within the range, else its nearer end
+    if log_ratio(high) >= 0:
+        compute = high
+    elif log_ratio(low) <= 0:
+        compute = low
+    else:
+        compute = brentq(log_ratio, low, high, rtol=1e-6)
+    forward = eval_seconds(cost, plan, accelerator, Efficiency(compute))
+    eval_overhead = max(0.0, statistics.median(p.eval_s for _, p in timed) - forward)
+    run_overhead = max(0.0, statistics.median(p.rest for _, p in timed))
+    what = f"{run.precision}, {run.threads} thread{'s' if run.threads > 1 else ''}"
+    return OwnFit(Efficiency(compute, eval_overhead, run_overhead), len(timed),
+                  f"{len(timed)} stored {run.member} run{'s' if len(timed) > 1 else ''} on this CPU ({what})")
+
+
+def predict_run(cost: WorkloadCost, accelerator: Accelerator, run: OwnRun, efficiency: Efficiency,
+                convergence: ConvergenceModel | None, samples: float | None = None) -> Prediction:
+    """The model's run of `run`'s setting: as far as `convergence` says, or `samples` (its own)."""
+    units = None if samples is None else samples * cost.units_per_sample
+    return predict(cost, accelerator, run.global_batch_size, cpu_plan(run), efficiency, convergence, units)
+
+
+@dataclass(frozen=True)
+class RunCheck:
+    """One stored run against the model fitted on the member's other runs."""
+
+    run: OwnRun
+    measured: RunParts | None
+    predicted: Prediction  # to the convergence model's progress
+    timed: Prediction  # to the run's own progress: the time model alone
+
+    @property
+    def error(self) -> float:
+        return self.predicted.time_to_train_s / self.run.time_to_train_s - 1
+
+    @property
+    def timed_error(self) -> float:
+        return self.timed.time_to_train_s / self.run.time_to_train_s - 1
+
+    def part_error(self, part: str) -> float | None:
+        if self.measured is None:
+            return None
+        predicted = dict(zip(PARTS, (self.timed.train_s, self.timed.evals_s, self.timed.run_overhead_s,
+                                     self.timed.time_to_train_s)))
+        measured = self.measured.as_dict()[part]
+        return predicted[part] / measured - 1 if measured > 0 else None
+
+
+@dataclass(frozen=True)
+class MemberCheck:
+    """A member's runs (one precision and thread count) against leave-one-out predictions: the
+    member's time-to-train is the median of its runs, as predicted and as measured."""
+
+    member: str
+    precision: str
+    threads: int
+    rows: tuple[RunCheck, ...]
+    samples_source: str
+
+    @property
+    def measured_s(self) -> float:
+        return statistics.median(r.run.time_to_train_s for r in self.rows)
+
+    @property
+    def predicted_s(self) -> float:
+        return statistics.median(r.predicted.time_to_train_s for r in self.rows)
+
+    @property
+    def error(self) -> float:
+        return self.predicted_s / self.measured_s - 1
+
+    def mean_abs(self, errors: Sequence[float | None]) -> float | None:
+        found = [abs(e) for e in errors if e is not None]
+        return statistics.fmean(found) if found else None
+
+
+def leave_one_out(runs: Sequence[OwnRun], accelerator: Accelerator, cost_of: Callable[[str], WorkloadCost],
+                  convergence_of: Callable[[WorkloadCost], ConvergenceModel]) -> list[MemberCheck]:
+    """Every group of at least two runs (member, precision, threads, processes), each run
+    predicted by a fit on the group's others."""
+    groups: dict[tuple, list[OwnRun]] = {}
+    for run in runs:
+        groups.setdefault(run.group, []).append(run)
+    checks = []
+    for (member, precision, threads, _), members_runs in sorted(groups.items()):
+        if len(members_runs) < 2:
+            continue
+        cost = cost_of(member)
+        convergence = convergence_of(cost)
+        rows = []
+        for run in members_runs:
+            others = fit(cost, accelerator, [o for o in members_runs if o is not run])
+            if others is None:
+                continue
+            rows.append(RunCheck(run, parts(run, cost),
+                                 predict_run(cost, accelerator, run, others.efficiency, convergence),
+                                 predict_run(cost, accelerator, run, others.efficiency, None, run.samples)))
+        if rows:
+            checks.append(MemberCheck(member, precision, threads, tuple(rows), convergence.source))
+    return checks

@@ -1,0 +1,189 @@
+"""The planner on this machine's CPU, calibrated on trainclock's own stored runs: a run is split
+into steady training, evaluations and the rest; the fit recovers the efficiency a run was timed
+with; leave-one-out predicts each run from the others; the store's runs are read with their
+header, and those of another tier target, CPU or thread count are left out, saying why."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from rich.console import Console
+
+from trainclock.commands.stored_runs import own_run
+from trainclock.device.system import cpu_identity
+from trainclock.planner.convergence import eval_interval_samples, load_convergence
+from trainclock.planner.hardware import Accelerator
+from trainclock.planner.own_runs import OwnRun, cpu_plan, fit, leave_one_out, parts, same_machine
+from trainclock.planner.step_time import Efficiency, eval_seconds, step_time
+from trainclock.planner.workload import cost_model
+from trainclock.results.queries import FinishedRun
+
+MEMBER = "gpt3-tiny"  # measured target: 393,216 tokens (3,072 samples of 128) in its reference runs
+CPU = Accelerator(id="this-cpu", name="test CPU", peak_flops={"bf16": 2e12, "fp32": 3e11}, memory_bytes=24e9,
+                  memory_bandwidth=2e10, accelerators_per_node=1, intra_node_bandwidth=0.0, inter_node_bandwidth=0.0,
+                  intra_node_latency=0.0, inter_node_latency=0.0)
+TRUE = Efficiency(0.2, eval_overhead_s=0.05, run_overhead_s=2.5)
+
+
+def timed_run(samples: float = 3072, slower: float = 1.0, seed: int = 1, cpu: str = "test cpu") -> OwnRun:
+    """A run as the model times it under TRUE (steady steps `slower` times longer)."""
+    cost = cost_model(MEMBER)
+    base = OwnRun(MEMBER, f"result_{seed}.txt seed {seed}", cpu, "bf16", 1, 1, 32, 32, 0.0, samples, None)
+    plan = cpu_plan(base)
+    step = step_time(cost, 32, plan, CPU, TRUE).step_s * slower
+    one_eval = eval_seconds(cost, plan, CPU, TRUE)
+    per_interval = eval_interval_samples(cost, 32) // 32
+    spans, t = [], TRUE.run_overhead_s
+    for _ in range(int(samples // (per_interval * 32))):
+        t += per_interval * step
+        spans.append((t, t + one_eval))
+        t += one_eval
+    return replace(base, time_to_train_s=t, eval_spans=tuple(spans))
+
+
+def test_a_run_splits_into_steady_training_evaluations_and_the_rest():
+    cost, run = cost_model(MEMBER), timed_run()
+    found = parts(run, cost)
+    steps = 3072 / 32
+    assert found.evaluation_count == 3
+    assert found.step_s == pytest.approx(step_time(cost, 32, cpu_plan(run), CPU, TRUE).step_s, rel=1e-9)
+    assert found.training == pytest.approx(steps * found.step_s, rel=1e-9)
+    assert found.rest == pytest.approx(TRUE.run_overhead_s, rel=1e-6)
+    assert found.training + found.evaluations + found.rest == pytest.approx(run.time_to_train_s)
+    assert parts(replace(run, eval_spans=None), cost) is None
+
+
+def test_the_fit_recovers_the_efficiency_the_runs_were_timed_with():
+    found = fit(cost_model(MEMBER), CPU, [timed_run(seed=s) for s in (1, 2, 3)])
+    assert found.efficiency.compute == pytest.approx(TRUE.compute, rel=1e-4)
+    assert found.efficiency.eval_overhead_s == pytest.approx(TRUE.eval_overhead_s, rel=1e-3)
+    assert found.efficiency.run_overhead_s == pytest.approx(TRUE.run_overhead_s, rel=1e-6)
+    assert found.runs == 3 and "3 stored gpt3-tiny runs" in found.source
+
+
+def test_leave_one_out_predicts_each_run_from_the_others():
+    cost = cost_model(MEMBER)
+    convergence = load_convergence(cost, lambda: Path("/nonexistent"))  # a measured tier: its reference runs
+    runs = [timed_run(seed=1), timed_run(seed=2), timed_run(seed=3, slower=1.25)]
+    (check,) = leave_one_out(runs, CPU, cost_model, lambda c: convergence)
+    assert check.member == MEMBER and len(check.rows) == 3
+    same, _, slow = check.rows
+    assert 0 < same.error < 0.125  # fitted on a normal and a 25% slower run: the median of their steps
+    assert slow.part_error("training") == pytest.approx(1 / 1.25 - 1, rel=1e-6)  # fitted on the two faster runs
+    assert slow.part_error("evaluations") == pytest.approx(0, abs=1e-6)
+    assert check.measured_s == pytest.approx(same.run.time_to_train_s)
+    # a tier's runs trained further than its reference runs needed: the time model alone is still right
+    further = [timed_run(samples=4096, seed=s) for s in (1, 2, 3)]
+    (far,) = leave_one_out(further, CPU, cost_model, lambda c: convergence)
+    assert all(abs(r.timed_error) < 1e-6 for r in far.rows)
+    # 3,072 samples predicted, not 4,096: off by the time of the 1,024 more
+    assert far.error == pytest.approx(timed_run(samples=3072).time_to_train_s / further[0].time_to_train_s - 1, abs=1e-6)
+
+
+def test_runs_compare_only_on_the_same_cpu_thread_count_and_one_process():
+    run = timed_run(cpu="Xeon [amx_bf16], 2 vCPUs")
+    assert same_machine(run, "Xeon [amx_bf16], 2 vCPUs", 1)
+    assert not same_machine(run, "Xeon [avx512f], 2 vCPUs", 1)  # same name, no AMX: another machine
+    assert not same_machine(run, "Xeon [amx_bf16], 2 vCPUs", 2)
+    assert not same_machine(replace(run, processes=2), "Xeon [amx_bf16], 2 vCPUs", 1)
+
+
+HEADER = {"trainclock_workload": MEMBER, "trainclock_target": 4.955, "trainclock_precision": "bf16",
+          "trainclock_threads": 2, "trainclock_cpu": "Xeon [amx_bf16], 2 vCPUs", "gradient_accumulation_steps": 2,
+          "trainclock_parallel_layout": "dp=1 (ddp) tp=1 pp=1", "seed": 7}
+
+
+def finished(**header) -> FinishedRun:
+    return FinishedRun("result_0.txt", MEMBER, {**HEADER, **header}, 20_000.0, 3072.0, 32, [[6.0, 6.1], [12.0, 12.1]])
+
+
+def test_a_stored_run_is_read_with_how_it_ran():
+    run, why = own_run(finished())
+    assert why == "" and run.member == MEMBER and run.cpu == "Xeon [amx_bf16], 2 vCPUs"
+    assert (run.precision, run.threads, run.processes, run.micro_batch) == ("bf16", 2, 1, 16)
+    assert run.time_to_train_s == 20.0 and run.samples == 3072 and run.eval_spans == ((6.0, 6.1), (12.0, 12.1))
+    assert own_run(finished(trainclock_parallel_layout="dp=2 (ddp) tp=1 pp=1"))[0].processes == 2
+
+
+@pytest.mark.parametrize(("header", "why"), [
+    ({"trainclock_target": 5.5}, "another target"),  # an overridden or older target measures something else
+    ({"trainclock_workload": "gpt3-175b"}, "not of a trainclock CPU tier"),
+    ({"trainclock_workload": "no-such-tier"}, "not of a trainclock CPU tier"),
+    ({"trainclock_workload": None}, "not of a trainclock CPU tier"),
+    ({"trainclock_cpu": None}, "before runs recorded their CPU"),
+    ({"trainclock_threads": "two"}, "before runs recorded their CPU"),
+    ({"trainclock_precision": "auto"}, "before runs recorded their CPU"),
+])
+def test_a_stored_run_that_cannot_calibrate_is_left_out_saying_why(header, why):
+    run, reason = own_run(finished(**header))
+    assert run is None and why in reason
+
+
+# --- through the command line, on a real SQLite store of imported logs -------------------------------
+
+def write_log(path: Path, seed: int, spans: list[tuple[float, float]], stop_s: float, **header) -> None:
+    """A trainclock gpt3-tiny log of a run that met its target at 3,072 samples."""
+    t0 = 1_800_000_000_000
+    values = {"submission_benchmark": "gpt3", "submission_org": "trainclock", "submission_division": "open",
+              "submission_status": "onprem", "submission_platform": "test_cpux1", "seed": seed,
+              "global_batch_size": 32, **HEADER, "gradient_accumulation_steps": 1, "eval_samples": 8192,
+              "trainclock_cpu": cpu_identity(), "trainclock_threads": torch.get_num_threads(), **header}
+    lines = [("INTERVAL_START", "init_start", None, {}, 0)]
+    lines += [("POINT_IN_TIME", key, value, {}, 1) for key, value in values.items() if key != "trainclock_target"]
+    lines.append(("POINT_IN_TIME", "trainclock_target", values["trainclock_target"],
+                  {"metric": "validation log perplexity (nats/token)", "direction": "lower"}, 1))
+    lines.append(("POINT_IN_TIME", "trainclock_progress_unit", "tokens",
+                  {"per_sample": 128, "logged_in": "units", "samples_per_epoch": None}, 1))
+    lines += [("INTERVAL_END", "init_stop", None, {}, 2), ("INTERVAL_START", "run_start", None, {}, 10)]
+    for i, (a, b) in enumerate(spans, 1):
+        tokens = {"epoch_num": i * 131072}
+        lines += [("INTERVAL_START", "eval_start", None, tokens, 10 + a * 1000),
+                  ("POINT_IN_TIME", "eval_accuracy", 5.5 - 0.25 * i, tokens, 10 + b * 1000),
+                  ("INTERVAL_END", "eval_stop", None, tokens, 10 + b * 1000)]
+    lines.append(("INTERVAL_END", "run_stop", None, {"status": "success"}, 10 + stop_s * 1000))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(":::MLLOG " + json.dumps({"namespace": "", "time_ms": t0 + t, "event_type": kind, "key": key,
+                                                      "value": value, "metadata": meta}) + "\n"
+                            for kind, key, value, meta, t in lines))
+
+
+def test_plan_validate_and_plan_this_cpu_use_the_stored_runs(cli, capsys, tmp_path):
+    from trainclock.commands import plan as plan_command
+    from trainclock.console import table_console
+    from trainclock.device.peak import resolve_precision
+
+    precision = resolve_precision("auto", torch.device("cpu"))  # what a plan for this CPU trains in
+    folder = tmp_path / "results" / "test_cpux1" / MEMBER
+    for seed, step in ((1, 6.0), (2, 6.3), (3, 5.8)):
+        spans = [(3 + step * i + 0.1 * (i - 1), 3 + step * i + 0.1 * i) for i in (1, 2, 3)]
+        write_log(folder / f"result_{seed}.txt", seed, spans, spans[-1][1], trainclock_precision=precision)
+    write_log(folder / "result_9.txt", 9, [(5, 5.1), (10, 10.1), (15, 15.1)], 15.1, trainclock_cpu="another CPU")
+    write_log(folder / "result_8.txt", 8, [(5, 5.1), (10, 10.1), (15, 15.1)], 15.1, trainclock_target=5.0)
+    db = tmp_path / "results.db"
+    code, out, err = cli("results", "import", tmp_path / "results", "--db", db)
+    assert code == 0, err
+    capsys.readouterr()
+    plan_command._validate_own_runs(SimpleNamespace(db=str(db), mlperf_results=None), table_console(Console(width=200)))
+    table = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert f"{MEMBER} {precision} 1 3 " in table  # the tier, its precision, 1 thread, 3 runs
+    assert "1 of 1 tiers within 10%" in table
+    assert "1 trained to another target than the tier's current one" in table
+    assert "1 on another CPU, thread count or process count" in table
+    code, out, err = cli("plan", MEMBER, "--accelerator", "this-cpu", "--count", "1", "--db", db)
+    assert code == 0, err
+    assert f"3 stored {MEMBER} runs on this CPU ({precision}, 1 thread)" in " ".join(out.split()).replace("│ ", "")
+
+
+def test_plan_validate_says_why_it_has_no_cpu_tier_to_check(cli, capsys, tmp_path):
+    from trainclock.commands import plan as plan_command
+    from trainclock.console import table_console
+
+    plan_command._validate_own_runs(SimpleNamespace(db=str(tmp_path / "none.db"), mlperf_results=None),
+                                    table_console(Console(width=200)))
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("trainclock: the CPU tiers are not validated:") and "\n" not in line

@@ -18,7 +18,8 @@ from trainclock.commands.stored_runs import own_run
 from trainclock.device.system import cpu_identity
 from trainclock.planner.convergence import eval_interval_samples, load_convergence
 from trainclock.planner.hardware import Accelerator
-from trainclock.planner.own_runs import OwnRun, cpu_plan, fit, leave_one_out, parts, same_machine
+from trainclock.planner.own_runs import (OwnRun, calibration_runs, cpu_plan, fit, leave_one_out, parts,
+                                         same_machine)
 from trainclock.planner.step_time import Efficiency, eval_seconds, step_time
 from trainclock.planner.workload import cost_model
 from trainclock.results.queries import FinishedRun
@@ -39,9 +40,9 @@ def timed_run(samples: float = 3072, slower: float = 1.0, seed: int = 1, cpu: st
     one_eval = eval_seconds(cost, plan, CPU, TRUE)
     per_interval = eval_interval_samples(cost, 32) // 32
     spans, t = [], TRUE.run_overhead_s
-    for _ in range(int(samples // (per_interval * 32))):
+    for i in range(1, int(samples // (per_interval * 32)) + 1):
         t += per_interval * step
-        spans.append((t, t + one_eval))
+        spans.append((i * per_interval * 32, t, t + one_eval))
         t += one_eval
     return replace(base, time_to_train_s=t, eval_spans=tuple(spans))
 
@@ -85,12 +86,20 @@ def test_leave_one_out_predicts_each_run_from_the_others():
     assert far.error == pytest.approx(timed_run(samples=3072).time_to_train_s / further[0].time_to_train_s - 1, abs=1e-6)
 
 
-def test_runs_compare_only_on_the_same_cpu_thread_count_and_one_process():
+def test_runs_compare_only_on_the_same_kind_of_cpu_in_one_process():
     run = timed_run(cpu="Xeon [amx_bf16], 2 vCPUs")
-    assert same_machine(run, "Xeon [amx_bf16], 2 vCPUs", 1)
-    assert not same_machine(run, "Xeon [avx512f], 2 vCPUs", 1)  # same name, no AMX: another machine
-    assert not same_machine(run, "Xeon [amx_bf16], 2 vCPUs", 2)
-    assert not same_machine(replace(run, processes=2), "Xeon [amx_bf16], 2 vCPUs", 1)
+    assert same_machine(run, "Xeon [amx_bf16], 2 vCPUs")
+    assert not same_machine(run, "Xeon [avx512f], 2 vCPUs")  # same name, no AMX: another machine
+    assert not same_machine(replace(run, processes=2), "Xeon [amx_bf16], 2 vCPUs")
+
+
+def test_a_plan_calibrates_on_its_thread_count_else_the_one_its_runs_used():
+    one, two = timed_run(seed=1), replace(timed_run(seed=2), threads=2)
+    fp32 = replace(timed_run(seed=3), precision="fp32")
+    assert calibration_runs([one, two, fp32], MEMBER, "bf16", 2) == [two]
+    assert calibration_runs([one, one, two, fp32], MEMBER, "bf16", 4) == [one, one]  # a workload that sets its own
+    assert calibration_runs([one, two], MEMBER, "fp32", 2) == []
+    assert calibration_runs([one, two], "gpt3-mini", "bf16", 2) == []
 
 
 HEADER = {"trainclock_workload": MEMBER, "trainclock_target": 4.955, "trainclock_precision": "bf16",
@@ -99,15 +108,23 @@ HEADER = {"trainclock_workload": MEMBER, "trainclock_target": 4.955, "trainclock
 
 
 def finished(**header) -> FinishedRun:
-    return FinishedRun("result_0.txt", MEMBER, {**HEADER, **header}, 20_000.0, 3072.0, 32, [[6.0, 6.1], [12.0, 12.1]])
+    return FinishedRun("result_0.txt", MEMBER, {**HEADER, **header}, 20_000.0, 3072.0, 32,
+                       [[1024, 6.0, 6.1], [2048, 12.0, 12.1]])
 
 
 def test_a_stored_run_is_read_with_how_it_ran():
     run, why = own_run(finished())
     assert why == "" and run.member == MEMBER and run.cpu == "Xeon [amx_bf16], 2 vCPUs"
     assert (run.precision, run.threads, run.processes, run.micro_batch) == ("bf16", 2, 1, 16)
-    assert run.time_to_train_s == 20.0 and run.samples == 3072 and run.eval_spans == ((6.0, 6.1), (12.0, 12.1))
+    assert run.time_to_train_s == 20.0 and run.samples == 3072
+    assert run.eval_spans == ((1024, 6.0, 6.1), (2048, 12.0, 12.1))
     assert own_run(finished(trainclock_parallel_layout="dp=2 (ddp) tp=1 pp=1"))[0].processes == 2
+
+
+@pytest.mark.parametrize("spans", ["garbage", [[1, 2]], [["x", 1, 2]], [], None])
+def test_stored_spans_the_planner_cannot_read_leave_the_run_without_parts(spans):
+    run, why = own_run(replace(finished(), eval_spans=spans))
+    assert why == "" and run.eval_spans is None and parts(run, cost_model(MEMBER)) is None
 
 
 @pytest.mark.parametrize(("header", "why"), [
@@ -173,7 +190,7 @@ def test_plan_validate_and_plan_this_cpu_use_the_stored_runs(cli, capsys, tmp_pa
     assert f"{MEMBER} {precision} 1 3 " in table  # the tier, its precision, 1 thread, 3 runs
     assert "1 of 1 tiers within 10%" in table
     assert "1 trained to another target than the tier's current one" in table
-    assert "1 on another CPU, thread count or process count" in table
+    assert "1 on another kind of CPU, or in several processes" in table
     code, out, err = cli("plan", MEMBER, "--accelerator", "this-cpu", "--count", "1", "--db", db)
     assert code == 0, err
     assert f"3 stored {MEMBER} runs on this CPU ({precision}, 1 thread)" in " ".join(out.split()).replace("│ ", "")

@@ -17,7 +17,7 @@ from trainclock.results.db import migrate_store, open_store, read
 from trainclock.results.migrations import UPGRADES, current_version, latest_version
 from trainclock.results.models import Base, Entry, Run, SchemaVersion
 from trainclock.results.records import file_sha256
-from trainclock.review.log_summary import log_eval_spans
+from trainclock.review.run_review import review_log
 
 from results import models_v1
 
@@ -217,12 +217,13 @@ def test_version_3_reads_eval_spans_from_logs_still_where_they_were_imported_fro
     changed.write_bytes(changed.read_bytes().replace(b"eval_stop", b"eval_stap"))
     with open_store(url) as store:
         spans = dict(read(store, lambda s: [(r.id, r.eval_spans) for r in s.scalars(select(Run))], "r"))
-    expected = log_eval_spans(log)
-    assert expected and len(expected) > 1 and all(0 < a < b for a, b in expected)
+    expected = review_log(log, "3.0").eval_spans
+    assert expected and len(expected) > 1 and all(0 < a < b for _, a, b in expected)
+    assert [n for n, _, _ in expected] == sorted(n for n, _, _ in expected) and expected[0][0] > 0  # samples
     assert spans[ids[0]] == [list(span) for span in expected]
     assert spans[ids[1]] is None  # changed since its import
     for row in v1_rows()["runs"]:  # the fixture's own paths: its gpt3 logs may be on this machine too
         path = Path(row["path"])
         if row["id"] not in ids:
             here = path.is_file() and file_sha256(path) == row["sha256"]
-            assert spans[row["id"]] == ([list(span) for span in log_eval_spans(path)] if here else None)
+            assert spans[row["id"]] == ([list(span) for span in review_log(path, "3.0").eval_spans] if here else None)

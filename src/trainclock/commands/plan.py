@@ -78,10 +78,8 @@ def _planner(args, catalogue):
 
 
 def _own_runs(args):
-    """(the stored runs timed on this machine with this many threads, the StoredRuns read); no
-    runs where the store cannot be read (this-cpu then falls back to the reference runs' MFU)."""
-    import torch
-
+    """(the stored runs timed on this kind of CPU in one process, the StoredRuns read); no runs
+    where the store cannot be read (this-cpu then falls back to the reference runs' MFU)."""
     from trainclock.commands.stored_runs import StoredRuns, read_stored_runs
     from trainclock.device.system import cpu_identity
     from trainclock.errors import DataError
@@ -91,12 +89,9 @@ def _own_runs(args):
         stored = read_stored_runs(args.db)
     except DataError:
         return [], StoredRuns()
-    cpu, threads = cpu_identity(), torch.get_num_threads()
-    mine = [r for r in stored.runs if same_machine(r, cpu, threads)]
+    mine = [r for r in stored.runs if same_machine(r, cpu_identity())]
     if len(stored.runs) > len(mine):
-        stored.left_out[f"on another CPU, thread count or process count (this one: {threads} thread"
-                        f"{'s' if threads > 1 else ''})"] += \
-            len(stored.runs) - len(mine)
+        stored.left_out["on another kind of CPU, or in several processes"] += len(stored.runs) - len(mine)
     return mine, stored
 
 
@@ -179,10 +174,7 @@ def _validate_own_runs(args, console) -> None:
 
     mine, stored = _own_runs(args)
     checks = leave_one_out(mine, this_cpu(), cost_model, lambda cost: load_convergence(cost, lambda: results_dir(args.mlperf_results)))
-    import torch
-
-    threads = torch.get_num_threads()
-    machine = f"{cpu_identity()}, {threads} thread{'s' if threads > 1 else ''}"
+    machine = cpu_identity()
     if not checks:
         print(f"trainclock: the CPU tiers are not validated: the results store holds no two finished runs of a "
               f"tier on this machine ({machine}); `trainclock run <tier> --seed N` adds them"

@@ -68,8 +68,16 @@ def own_run(row: FinishedRun) -> tuple[OwnRun | None, str]:
         member=member.name, label=f"{row.file_name} seed {header.get('seed')}", cpu=cpu, precision=precision, threads=int(threads), processes=processes,
         global_batch_size=int(batch), micro_batch=int(batch) // int(accumulation) // processes,
         time_to_train_s=row.time_to_train_ms / 1000, samples=float(row.samples_to_converge),
-        eval_spans=tuple((float(a), float(b)) for a, b in row.eval_spans) if row.eval_spans else None,
+        eval_spans=_spans(row.eval_spans),
     ), ""
+
+
+def _spans(stored) -> tuple[tuple[float | None, float, float], ...] | None:
+    """The store's [[samples, start, stop], ...]; None where it holds none or something else."""
+    try:
+        return tuple((None if n is None else float(n), float(a), float(b)) for n, a, b in stored) or None
+    except (TypeError, ValueError):
+        return None
 
 
 def _number(value) -> bool:

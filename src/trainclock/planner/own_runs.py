@@ -16,6 +16,7 @@ intra-op threads."""
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -47,7 +48,8 @@ class OwnRun:
     micro_batch: int  # samples per forward/backward (global batch over accumulation steps)
     time_to_train_s: float
     samples: float  # trained when it met the target
-    eval_spans: tuple[tuple[float, float], ...] | None  # seconds from run_start
+    # (samples trained before it, start, stop) of each evaluation, times in seconds from run_start
+    eval_spans: tuple[tuple[float | None, float, float], ...] | None
 
     @property
     def group(self) -> tuple[str, str, int, int]:
@@ -70,9 +72,19 @@ class RunParts:
         return dict(zip(PARTS, (self.training, self.evaluations, self.rest, self.total)))
 
 
-def same_machine(run: OwnRun, cpu: str, threads: int) -> bool:
-    """Timed on a CPU like this one (`cpu`: its cpu_identity), with this many threads, one process."""
-    return run.cpu == cpu and run.threads == threads and run.processes == 1
+def same_machine(run: OwnRun, cpu: str) -> bool:
+    """Timed on a CPU like this one (`cpu`: its cpu_identity), in one process. Thread counts are
+    a run's setting, not the machine's (a workload may set its own): runs are grouped by them."""
+    return run.cpu == cpu and run.processes == 1
+
+
+def calibration_runs(runs: Sequence[OwnRun], member: str, precision: str, threads: int) -> list[OwnRun]:
+    """The runs a plan of `member` on this CPU calibrates on: those in `precision` with `threads`
+    threads, else with the thread count most of them used (a workload that sets its own)."""
+    mine = [r for r in runs if (r.member, r.precision) == (member, precision)]
+    counts = Counter(r.threads for r in mine)
+    chosen = threads if threads in counts else (counts.most_common(1)[0][0] if counts else None)
+    return [r for r in mine if r.threads == chosen]
 
 
 def cpu_plan(run: OwnRun) -> Plan:
@@ -85,10 +97,14 @@ def parts(run: OwnRun, cost: WorkloadCost) -> RunParts | None:
     spans = run.eval_spans
     if not spans:
         return None
-    evals_s = sum(b - a for a, b in spans)
-    steps_between = eval_interval_samples(cost, run.global_batch_size) / run.global_batch_size
-    # the first interval carries start-up and warm-up: steady steps are measured between evaluations
-    gaps = [(a1 - b0) / steps_between for (_, b0), (a1, _) in zip(spans, spans[1:])]
+    evals_s = sum(b - a for _, a, b in spans)
+    interval = eval_interval_samples(cost, run.global_batch_size)  # where a log does not count samples
+    # the first interval carries start-up and warm-up: steady steps are timed between evaluations
+    gaps = []
+    for (n0, _, b0), (n1, a1, _) in zip(spans, spans[1:]):
+        samples = n1 - n0 if n0 is not None and n1 is not None else interval
+        if samples > 0:
+            gaps.append((a1 - b0) / (samples / run.global_batch_size))
     steps = run.samples / run.global_batch_size
     if gaps:
         step_s = statistics.median(gaps)

@@ -65,8 +65,8 @@ class Planner:
             from trainclock.device.peak import resolve_precision
 
             precision = resolve_precision("auto", torch.device("cpu"))  # fp32 on a CPU without bf16 instructions
-            stored = own_runs.fit(self.cost, accelerator, [r for r in self.own_runs
-                                                           if (r.member, r.precision) == (self.cost.name, precision)])
+            stored = own_runs.fit(self.cost, accelerator, own_runs.calibration_runs(
+                self.own_runs, self.cost.name, precision, torch.get_num_threads()))
             if efficiency:
                 own, source = Efficiency(efficiency), "given (--efficiency)"
             elif stored is not None:

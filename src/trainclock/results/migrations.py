@@ -33,8 +33,8 @@ from sqlalchemy.types import TypeEngine
 
 from trainclock.errors import DataError
 from trainclock.results.models import Base, SchemaVersion
-from trainclock.results.records import file_sha256
-from trainclock.review.log_summary import log_eval_spans
+from trainclock.results.records import file_sha256, run_record
+from trainclock.review.run_review import review_log
 from trainclock.results.unit_facts import entry_facts, run_facts
 
 Upgrade = Callable[[Connection], None]
@@ -147,16 +147,17 @@ def _v3_eval_spans(conn: Connection) -> None:
     at its imported path with the same content (the store keeps no events; other runs keep NULL)."""
     _add_column(conn, "runs", "eval_spans", JSON())
     updates = []
-    for run in conn.execute(text("SELECT id, path, size_bytes, sha256 FROM runs ORDER BY id")).all():
+    for run in conn.execute(text("SELECT runs.id, runs.path, runs.size_bytes, runs.sha256, entries.round FROM runs "
+                                 "JOIN entries ON entries.id = runs.entry_id ORDER BY runs.id")).all():
         path = Path(run.path)
         try:
             if path.stat().st_size != run.size_bytes or file_sha256(path) != run.sha256:
                 continue
-            spans = log_eval_spans(path)
+            spans = run_record(review_log(path, run.round)).values["eval_spans"]
         except (OSError, DataError):
             continue  # moved, changed or unreadable: the run keeps no part timing
         if spans is not None:
-            updates.append({"run_id": run.id, "spans": [list(span) for span in spans]})
+            updates.append({"run_id": run.id, "spans": spans})
     if updates:
         conn.execute(text("UPDATE runs SET eval_spans = :spans WHERE id = :run_id")
                      .bindparams(bindparam("spans", type_=JSON())), updates)

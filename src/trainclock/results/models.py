@@ -117,8 +117,9 @@ class Run(Base):
     errors: Mapped[int]
     warnings: Mapped[int]
     header: Mapped[dict[str, Any]]  # the first value of each key logged before run_start
-    # [[start, stop], ...] of each evaluation, seconds from run_start in progress order: the timed
-    # region part by part (training, evaluations, the rest), as the planner calibrates on it
+    # [[samples trained before it, start, stop], ...] of each evaluation, times in seconds from
+    # run_start, in progress order: the timed region part by part (training, evaluations, the
+    # rest), as the planner calibrates on it
     eval_spans: Mapped[list[list[float]] | None] = mapped_column(JSON)
     imported_at: Mapped[datetime]
 

@@ -117,7 +117,7 @@ def run_record(run: RunReview) -> RunRecord:
         "errors": run.error_count,  # the counted ones too: the listed findings stop at a limit per kind
         "warnings": run.warning_count,
         "header": run.header,
-        "eval_spans": None if run.eval_spans is None else [list(span) for span in run.eval_spans],
+        "eval_spans": None if run.eval_spans is None else [[_number(n), a, b] for n, a, b in run.eval_spans],
     }
     evals = [{"seq": i, "progress": _number(p.progress), "value": _number(p.value),
               "value_json": None if _number(p.value) is not None else p.value,

@@ -123,14 +123,14 @@ class LogSummary:
             return None
         return self.first_stop_ms - self.first_start_ms
 
-    def eval_spans(self) -> tuple[tuple[float, float], ...] | None:
-        """(start, stop) of each evaluation in seconds from run_start, in progress order: where the
-        timed region went besides training. None without one run_start or where eval_start and
-        eval_stop do not pair up."""
+    def eval_spans(self) -> tuple[tuple[float, float, float], ...] | None:
+        """(progress as logged, start, stop) of each evaluation, times in seconds from run_start,
+        in progress order: where the timed region went besides training. None without one
+        run_start or where eval_start and eval_stop do not pair up."""
         spans = eval_spans(self._eval_marks["eval_start"], self._eval_marks["eval_stop"])
         if spans is None or self.starts != 1:
             return None
-        return tuple(((a - self.first_start_ms) / 1000, (b - self.first_start_ms) / 1000) for _, a, b in spans)
+        return tuple((tag, (a - self.first_start_ms) / 1000, (b - self.first_start_ms) / 1000) for tag, a, b in spans)
 
     def eval_curve(self) -> tuple[EvalPoint, ...]:
         # file order is not time order: sort by progress, then by time
@@ -154,13 +154,3 @@ def _number(value: Any) -> bool:
     # a step key must compare with itself: no NaN, which json reads from a log's NaN literal
     return isinstance(value, int) and not isinstance(value, bool) or isinstance(value, float) and math.isfinite(value)
 
-
-def log_eval_spans(path) -> tuple[tuple[float, float], ...] | None:
-    """The eval spans of the log at `path` (LogSummary.eval_spans), read alone; OSError if unreadable."""
-    from trainclock.mllog.reader import LogSource  # the reader's file source, for this one use
-
-    summary = LogSummary()
-    for e in LogSource(path):
-        if isinstance(e, Event):
-            summary.observe(e)
-    return summary.eval_spans()

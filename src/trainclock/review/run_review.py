@@ -53,8 +53,10 @@ class RunReview:
     start_line: int | None = None  # the first run_start's line
     stop_line: int | None = None  # the last run_stop's line
     last_line: int = 0  # the last MLLOG line read
-    # (start, stop) of each evaluation, seconds from run_start, in progress order; None where unpaired
-    eval_spans: tuple[tuple[float, float], ...] | None = None
+    # (training samples before it, start, stop) of each evaluation, times in seconds from run_start,
+    # in progress order (samples None where the log does not say how its count relates to them);
+    # None where eval_start and eval_stop do not pair up
+    eval_spans: tuple[tuple[float | None, float, float], ...] | None = None
 
     @property
     def where(self) -> str:
@@ -120,15 +122,7 @@ class RunReview:
     def samples_to_converge(self) -> float | None:
         """Training samples (sequences, images) at the convergence point, where the log says
         how its progress unit relates to samples."""
-        if self.converged_at is None or self.progress_unit is None:
-            return None
-        if self.progress_unit == "samples":
-            return self.converged_at
-        if self.units_per_sample:
-            return self.converged_at / self.units_per_sample
-        if self.samples_per_unit:
-            return self.converged_at * self.samples_per_unit
-        return None
+        return units_to_samples(self.converged_at, self.progress_unit, self.units_per_sample, self.samples_per_unit)
 
     @property
     def tokens_to_converge(self) -> int | float | None:
@@ -175,7 +169,7 @@ def review_log(path: Path, round_: str) -> RunReview:
         start_line=summary.first_start_line,
         stop_line=reading.stop_line,
         last_line=summary.last_line,
-        eval_spans=summary.eval_spans(),
+        eval_spans=_spans_in_samples(summary.eval_spans(), quality),
     )
 
 
@@ -290,6 +284,29 @@ def _header(events: list[Event]) -> dict[str, Any]:
         if e.event_type == "POINT_IN_TIME":
             header.setdefault(e.key, e.value)
     return header
+
+
+def _spans_in_samples(spans, quality: LogQuality) -> tuple[tuple[float | None, float, float], ...] | None:
+    """The evaluations' spans with their logged progress counted in training samples."""
+    if spans is None:
+        return None
+    return tuple((units_to_samples(_in_units(count, quality.units_per_count), quality.progress_unit,
+                                   quality.units_per_sample, quality.samples_per_unit), start, stop)
+                 for count, start, stop in spans)
+
+
+def units_to_samples(units: int | float | None, progress_unit: str | None, units_per_sample: float | None,
+                     samples_per_unit: float | None) -> int | float | None:
+    """Training samples in `units` of a log's progress unit, where the log says how they relate."""
+    if units is None or progress_unit is None:
+        return None
+    if progress_unit == "samples":
+        return units
+    if units_per_sample:
+        return units / units_per_sample
+    if samples_per_unit:
+        return units * samples_per_unit
+    return None
 
 
 def _in_units(count: int | float | None, units_per_count: float) -> int | float | None:

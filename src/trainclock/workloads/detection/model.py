@@ -84,9 +84,24 @@ class SmallResNet(nn.Module):
         return x
 
 
+class CpuSafeP6P7(LastLevelP6P7):
+    """RetinaNet's P6 and P7, in fp32 under a CPU's bf16 autocast: there oneDNN's bf16 weight
+    gradient of a stride-2 3x3 convolution over a 1x1 map is garbage (up to 1e17, in 95% of
+    trials with torch 2.14 on an AMX Xeon; 2x2 and larger maps are right), and a tier's 64px
+    image makes P6 1x1, so retinanet-tiny diverged at its first steps in bf16. P6 and P7 are
+    under 1% of the FLOPs."""
+
+    def forward(self, p: list[torch.Tensor], c: list[torch.Tensor], names: list[str]):
+        if not (p[-1].device.type == "cpu" and torch.is_autocast_enabled("cpu")):
+            return super().forward(p, c, names)
+        with torch.autocast("cpu", enabled=False):
+            extra, extra_names = super().forward([p[-1].float()], [c[-1].float()], [])
+        return [*p, *extra[1:]], [*names, *extra_names]
+
+
 def _backbone(shape: DetectorShape, weights: str | None) -> BackboneWithFPN:
     returned = [2, 3, 4] if shape.arch == "retinanet" else [1, 2, 3, 4]
-    extra = (LastLevelP6P7(shape.fpn_channels, shape.fpn_channels) if shape.arch == "retinanet"
+    extra = (CpuSafeP6P7(shape.fpn_channels, shape.fpn_channels) if shape.arch == "retinanet"
              else LastLevelMaxPool())
     if shape.backbone == "small":
         body = SmallResNet(shape.widths)

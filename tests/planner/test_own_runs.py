@@ -17,9 +17,9 @@ from rich.console import Console
 from trainclock.commands.stored_runs import own_run
 from trainclock.device.system import cpu_identity
 from trainclock.planner.convergence import eval_interval_samples, load_convergence
-from trainclock.planner.hardware import Accelerator
-from trainclock.planner.own_runs import (OwnRun, calibration_runs, cpu_plan, fit, leave_one_out, parts,
-                                         same_machine)
+from trainclock.planner.hardware import Accelerator, this_cpu
+from trainclock.planner.own_runs import (OwnRun, calibration_runs, cpu_plan, fit, leave_one_out, measured_peaks,
+                                         parts, same_machine)
 from trainclock.planner.step_time import Efficiency, eval_seconds, step_time
 from trainclock.planner.workload import cost_model
 from trainclock.results.queries import FinishedRun
@@ -34,7 +34,8 @@ TRUE = Efficiency(0.2, eval_overhead_s=0.05, run_overhead_s=2.5)
 def timed_run(samples: float = 3072, slower: float = 1.0, seed: int = 1, cpu: str = "test cpu") -> OwnRun:
     """A run as the model times it under TRUE (steady steps `slower` times longer)."""
     cost = cost_model(MEMBER)
-    base = OwnRun(MEMBER, f"result_{seed}.txt seed {seed}", cpu, "bf16", 1, 1, 32, 32, 0.0, samples, None)
+    base = OwnRun(MEMBER, f"result_{seed}.txt seed {seed}", cpu, "bf16", threads=1, processes=1, global_batch_size=32,
+                  micro_batch=32, time_to_train_s=0.0, samples=samples, peak_flops=2e12, eval_spans=None)
     plan = cpu_plan(base)
     step = step_time(cost, 32, plan, CPU, TRUE).step_s * slower
     one_eval = eval_seconds(cost, plan, CPU, TRUE)
@@ -93,6 +94,16 @@ def test_runs_compare_only_on_the_same_kind_of_cpu_in_one_process():
     assert not same_machine(replace(run, processes=2), "Xeon [amx_bf16], 2 vCPUs")
 
 
+def test_this_cpus_peak_is_the_median_its_stored_runs_measured():
+    runs = [replace(timed_run(), peak_flops=p) for p in (1e12, 2.4e12, 2.2e12)] + [
+        replace(timed_run(), precision="fp32", peak_flops=3e11), replace(timed_run(), peak_flops=None)]
+    peaks, source = measured_peaks(runs)
+    assert peaks == {"bf16": 2.2e12, "fp32": 3e11} and "3 in bf16, 1 in fp32" in source
+    cpu = this_cpu(peaks, source)
+    assert cpu.peak_flops == peaks and "median of the stored runs" in cpu.source
+    assert this_cpu({"bf16": 1e12}, "given").peak_flops["fp32"] > 0  # a precision no run gives is measured
+
+
 def test_a_plan_calibrates_on_its_thread_count_else_the_one_its_runs_used():
     one, two = timed_run(seed=1), replace(timed_run(seed=2), threads=2)
     fp32 = replace(timed_run(seed=3), precision="fp32")
@@ -116,6 +127,7 @@ def test_a_stored_run_is_read_with_how_it_ran():
     run, why = own_run(finished())
     assert why == "" and run.member == MEMBER and run.cpu == "Xeon [amx_bf16], 2 vCPUs"
     assert (run.precision, run.threads, run.processes, run.micro_batch) == ("bf16", 2, 1, 16)
+    assert run.peak_flops is None  # not logged: the run still calibrates, the peak comes from others
     assert run.time_to_train_s == 20.0 and run.samples == 3072
     assert run.eval_spans == ((1024, 6.0, 6.1), (2048, 12.0, 12.1))
     assert own_run(finished(trainclock_parallel_layout="dp=2 (ddp) tp=1 pp=1"))[0].processes == 2
@@ -149,7 +161,8 @@ def write_log(path: Path, seed: int, spans: list[tuple[float, float]], stop_s: f
     values = {"submission_benchmark": "gpt3", "submission_org": "trainclock", "submission_division": "open",
               "submission_status": "onprem", "submission_platform": "test_cpux1", "seed": seed,
               "global_batch_size": 32, **HEADER, "gradient_accumulation_steps": 1, "eval_samples": 8192,
-              "trainclock_cpu": cpu_identity(), "trainclock_threads": torch.get_num_threads(), **header}
+              "trainclock_cpu": cpu_identity(), "trainclock_threads": torch.get_num_threads(),
+              "trainclock_matmul_peak_flops": 2_000_000_000_000, **header}
     lines = [("INTERVAL_START", "init_start", None, {}, 0)]
     lines += [("POINT_IN_TIME", key, value, {}, 1) for key, value in values.items() if key != "trainclock_target"]
     lines.append(("POINT_IN_TIME", "trainclock_target", values["trainclock_target"],
@@ -193,7 +206,9 @@ def test_plan_validate_and_plan_this_cpu_use_the_stored_runs(cli, capsys, tmp_pa
     assert "1 on another kind of CPU, or in several processes" in table
     code, out, err = cli("plan", MEMBER, "--accelerator", "this-cpu", "--count", "1", "--db", db)
     assert code == 0, err
-    assert f"3 stored {MEMBER} runs on this CPU ({precision}, 1 thread)" in " ".join(out.split()).replace("│ ", "")
+    flat = " ".join(out.split()).replace("│ ", "")
+    assert f"3 stored {MEMBER} runs on this CPU ({precision}, 1 thread)" in flat
+    assert "matmul peak 2 TFLOP/s (matmul peak: the median of the stored runs' own measurements (3 in" in flat
 
 
 def test_plan_validate_says_why_it_has_no_cpu_tier_to_check(cli, capsys, tmp_path):

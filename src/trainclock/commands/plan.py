@@ -41,7 +41,7 @@ def register(sub) -> None:
 
 def main(args) -> int:
     from trainclock.planner import tables
-    from trainclock.planner.hardware import find, load_catalogue
+    from trainclock.planner.hardware import THIS_CPU, find, load_catalogue
 
     catalogue = load_catalogue(args.hardware)
     if args.list_hardware:
@@ -64,8 +64,17 @@ def main(args) -> int:
         check_save_path(args.save)
     for flag, value in (("--gbs", args.gbs), ("--tokens", args.tokens), ("--top", args.top)):
         checks.positive(flag, value)
-    accelerator = find(catalogue, args.accelerator)
+    accelerator = _this_cpu(args) if args.accelerator == THIS_CPU else find(catalogue, args.accelerator)
     return _sweep(args, catalogue, accelerator) if args.sweep else _plan(args, catalogue, accelerator)
+
+
+def _this_cpu(args):
+    """This CPU with the matmul peaks its stored runs measured (a plan calibrated on them divides
+    by the same), else measured now."""
+    from trainclock.planner.hardware import this_cpu
+    from trainclock.planner.own_runs import measured_peaks
+
+    return this_cpu(*measured_peaks(_own_runs(args)[0]))
 
 
 def _planner(args, catalogue):
@@ -168,12 +177,12 @@ def _validate_own_runs(args, console) -> None:
     from trainclock.planner.convergence import load_convergence
     from trainclock.planner.hardware import this_cpu
     from trainclock.planner.mlperf_data import results_dir
-    from trainclock.planner.own_runs import leave_one_out
+    from trainclock.planner.own_runs import leave_one_out, measured_peaks
     from trainclock.planner.own_runs_tables import print_own_runs
     from trainclock.planner.workload import cost_model
 
     mine, stored = _own_runs(args)
-    checks = leave_one_out(mine, this_cpu(), cost_model, lambda cost: load_convergence(cost, lambda: results_dir(args.mlperf_results)))
+    checks = leave_one_out(mine, this_cpu(*measured_peaks(mine)), cost_model, lambda cost: load_convergence(cost, lambda: results_dir(args.mlperf_results)))
     machine = cpu_identity()
     if not checks:
         print(f"trainclock: the CPU tiers are not validated: the results store holds no two finished runs of a "

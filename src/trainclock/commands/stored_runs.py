@@ -68,6 +68,7 @@ def own_run(row: FinishedRun) -> tuple[OwnRun | None, str]:
         member=member.name, label=f"{row.file_name} seed {header.get('seed')}", cpu=cpu, precision=precision, threads=int(threads), processes=processes,
         global_batch_size=int(batch), micro_batch=int(batch) // int(accumulation) // processes,
         time_to_train_s=row.time_to_train_ms / 1000, samples=float(row.samples_to_converge),
+        peak_flops=float(peak) if _number(peak := header.get("trainclock_matmul_peak_flops")) else None,
         eval_spans=_spans(row.eval_spans),
     ), ""
 

@@ -10,7 +10,7 @@ import os
 import re
 import time
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -193,23 +193,37 @@ def _number(fields: dict, key: str, where: str, allow_zero: bool = False) -> flo
     return float(value)
 
 
-@cache
-def this_cpu() -> Accelerator:
+def this_cpu(peak_flops: dict[str, float] | None = None, peak_source: str = "") -> Accelerator:
     """This machine's CPU as one accelerator, measured now: best matmul FLOP/s in bf16 and fp32
-    (the same measurement `trainclock run` divides by for MFU) and memory copy bandwidth."""
+    (the same measurement `trainclock run` divides by for MFU) and memory copy bandwidth. With
+    `peak_flops` (e.g. the median of what stored runs measured: steadier than one measurement on a
+    busy machine) those peaks stand instead of measuring, and `peak_source` says where from."""
+    given = dict(peak_flops or {})
+    peaks = {p: given[p] if p in given else _matmul_peak(p) for p in ("bf16", "fp32")}
+    source = (f"matmul peak: {peak_source}; tensor copy bandwidth measured on this machine" if given
+              else "measured on this machine: torch matmul peak and tensor copy bandwidth")
+    return replace(_measured_cpu(), peak_flops=peaks, source=source)
+
+
+@cache
+def _matmul_peak(precision: str) -> float:
     import torch
 
-    from trainclock.device.peak import matmul_peak_flops
+    from trainclock.device.peak import DTYPES, matmul_peak_flops
 
-    device = torch.device("cpu")
-    peaks = {p: matmul_peak_flops(device, dtype, seconds=0.3)
-             for p, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32))}
+    return matmul_peak_flops(torch.device("cpu"), DTYPES[precision], seconds=0.3)
+
+
+@cache
+def _measured_cpu() -> Accelerator:
+    """Everything of this CPU but its matmul peaks (this_cpu's)."""
+    import torch
+
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return Accelerator(
-        id=THIS_CPU, name=f"this CPU ({torch.get_num_threads()} threads)", peak_flops=peaks, memory_bytes=float(memory),
+        id=THIS_CPU, name=f"this CPU ({torch.get_num_threads()} threads)", peak_flops={}, memory_bytes=float(memory),
         memory_bandwidth=_copy_bandwidth(), accelerators_per_node=1, intra_node_bandwidth=0.0,
         inter_node_bandwidth=0.0, intra_node_latency=0.0, inter_node_latency=0.0,
-        source="measured on this machine: torch matmul peak and tensor copy bandwidth",
     )
 
 

@@ -48,6 +48,7 @@ class OwnRun:
     micro_batch: int  # samples per forward/backward (global batch over accumulation steps)
     time_to_train_s: float
     samples: float  # trained when it met the target
+    peak_flops: float | None  # the matmul peak it measured in its precision (its MFU's denominator)
     # (samples trained before it, start, stop) of each evaluation, times in seconds from run_start
     eval_spans: tuple[tuple[float | None, float, float], ...] | None
 
@@ -87,6 +88,18 @@ def calibration_runs(runs: Sequence[OwnRun], member: str, precision: str, thread
     return [r for r in mine if r.threads == chosen]
 
 
+def measured_peaks(runs: Sequence[OwnRun]) -> tuple[dict[str, float], str]:
+    """This CPU's matmul peak per precision as its stored runs measured it (the median: one
+    measurement on a busy machine can be off 2-fold), and where it comes from."""
+    by_precision: dict[str, list[float]] = {}
+    for run in runs:
+        if run.peak_flops:
+            by_precision.setdefault(run.precision, []).append(run.peak_flops)
+    peaks = {p: statistics.median(found) for p, found in by_precision.items()}
+    counts = ", ".join(f"{len(found)} in {p}" for p, found in by_precision.items())
+    return peaks, f"the median of the stored runs' own measurements ({counts})"
+
+
 def cpu_plan(run: OwnRun) -> Plan:
     """The plan a stored run trained with: one process, its micro-batch and precision."""
     return replace(Plan(), micro_batch=run.micro_batch, precision=run.precision, **CPU_PLAN)
@@ -120,6 +133,7 @@ class OwnFit:
     efficiency: Efficiency
     runs: int  # fitted on
     source: str
+    micro_batch: int  # the runs' (their efficiency was measured at it)
 
 
 def fit(cost: WorkloadCost, accelerator: Accelerator, runs: Sequence[OwnRun]) -> OwnFit | None:
@@ -151,7 +165,8 @@ def fit(cost: WorkloadCost, accelerator: Accelerator, runs: Sequence[OwnRun]) ->
     run_overhead = max(0.0, statistics.median(p.rest for _, p in timed))
     what = f"{run.precision}, {run.threads} thread{'s' if run.threads > 1 else ''}"
     return OwnFit(Efficiency(compute, eval_overhead, run_overhead), len(timed),
-                  f"{len(timed)} stored {run.member} run{'s' if len(timed) > 1 else ''} on this CPU ({what})")
+                  f"{len(timed)} stored {run.member} run{'s' if len(timed) > 1 else ''} on this CPU ({what})",
+                  statistics.median_low(r.micro_batch for r, _ in timed))
 
 
 def predict_run(cost: WorkloadCost, accelerator: Accelerator, run: OwnRun, efficiency: Efficiency,

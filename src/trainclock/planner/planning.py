@@ -5,7 +5,7 @@ to train."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -32,6 +32,9 @@ class Calibrated:
     efficiency: Efficiency
     template: Plan  # precision, overlap, sharding... of the software stack
     source: str
+    # what a plan keeps of how the calibration runs ran, unless --layout says otherwise (this CPU's
+    # stored runs: their micro-batch, at which their efficiency was measured)
+    fixed: dict[str, object] = field(default_factory=dict)
 
 
 class Planner:
@@ -65,15 +68,17 @@ class Planner:
             from trainclock.device.peak import resolve_precision
 
             precision = resolve_precision("auto", torch.device("cpu"))  # fp32 on a CPU without bf16 instructions
+            fixed: dict[str, object] = {}
             stored = own_runs.fit(self.cost, accelerator, own_runs.calibration_runs(
                 self.own_runs, self.cost.name, precision, torch.get_num_threads()))
             if efficiency:
                 own, source = Efficiency(efficiency), "given (--efficiency)"
             elif stored is not None:
                 own, source = stored.efficiency, stored.source
+                fixed = {"micro_batch": stored.micro_batch}
             else:
                 own, source = calibrate.own_runs_efficiency(self.cost)
-            return Calibrated(own, replace(Plan(), **calibrate.CPU_LAYOUT, precision=precision), source)
+            return Calibrated(own, replace(Plan(), **calibrate.CPU_LAYOUT, precision=precision), source, fixed)
         if stack is None and efficiency is not None:
             return Calibrated(Efficiency(efficiency), self._generic_template(accelerator), "given (--efficiency)")
         own_benchmark = stack is None and self.cost.benchmark not in suite.OWN_CALIBRATION
@@ -136,6 +141,7 @@ class Planner:
             raise UsageError(f"{accelerator.id} has no inter-node network in the catalogue, so at most "
                              f"{accelerator.accelerators_per_node} of them; lower --count")
         convergence = None if units is not None else self.convergence()
+        given = {**calibrated.fixed, **given}
         if not given:
             result = search.search(self.cost, accelerator, count, calibrated.efficiency, calibrated.template, {},
                                    global_batch_size, convergence, units)

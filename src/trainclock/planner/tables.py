@@ -10,7 +10,7 @@ from trainclock.console import table_console
 from trainclock.planner import calibrate
 from trainclock.planner.calibrate import Check
 from trainclock.planner.cost import Price, RunCost
-from trainclock.planner.hardware import Accelerator
+from trainclock.planner.hardware import THIS_CPU, Accelerator
 from trainclock.planner.memory import RUNTIME_RESERVE
 from trainclock.planner.planning import Calibrated
 from trainclock.planner.predict import Prediction
@@ -53,13 +53,16 @@ def print_plan(p: Prediction, calibrated: Calibrated, found: SearchResult | None
     work, acc, s = p.cost, p.accelerator, p.step
     unit = work.progress_unit
     nodes = -(-p.count // acc.accelerators_per_node)
+    kept = ", ".join(f"{k} {v}" for k, v in calibrated.fixed.items())
     how = (f"best of {len(found.ranked):,} layouts that fit ({found.considered:,} considered)" if found
-           else "as given (--layout), the rest from the stack")
+           else f"as given (--layout){f' and as the calibration runs ran ({kept})' if kept else ''}, the rest from the stack")
     command, not_run = run_command(p)
     console.print(_pairs(f"{work.name} on {p.count:,} x {acc.id}", [
         ("model", f"{_count(work.parameter_count)} parameters, {work.flops_per_sample.total / work.units_per_sample:.3e} "
                   f"training FLOPs/{_singular(unit)}"),
-        ("system", f"{p.count:,} x {acc.name} in {nodes:,} node(s) of {acc.accelerators_per_node}"),
+        ("system", f"{p.count:,} x {acc.name} in {nodes:,} node(s) of {acc.accelerators_per_node}; "
+                   f"{p.plan.precision} matmul peak {acc.peak(p.plan.precision) / 1e12:,.3g} TFLOP/s"
+                   + (f" ({acc.source})" if acc.id == THIS_CPU else "")),
         ("calibration", f"{calibrated.source}: matmuls at {p.efficiency.compute:.1%} of {p.plan.precision} peak, "
                         f"{p.efficiency.eval_overhead_s:.2f} s fixed per evaluation"),
         ("layout", f"{p.plan.describe()} ({how})"),

@@ -79,12 +79,16 @@ def test_leave_one_out_predicts_each_run_from_the_others():
     assert slow.part_error("training") == pytest.approx(1 / 1.25 - 1, rel=1e-6)  # fitted on the two faster runs
     assert slow.part_error("evaluations") == pytest.approx(0, abs=1e-6)
     assert check.measured_s == pytest.approx(same.run.time_to_train_s)
-    # a tier's runs trained further than its reference runs needed: the time model alone is still right
+    # a tier's runs trained further than its reference runs needed (another precision converges
+    # elsewhere): their progress stands for the tier's, each run predicted from the others'
     further = [timed_run(samples=4096, seed=s) for s in (1, 2, 3)]
     (far,) = leave_one_out(further, CPU, cost_model, lambda c: convergence)
-    assert all(abs(r.timed_error) < 1e-6 for r in far.rows)
-    # 3,072 samples predicted, not 4,096: off by the time of the 1,024 more
-    assert far.error == pytest.approx(timed_run(samples=3072).time_to_train_s / further[0].time_to_train_s - 1, abs=1e-6)
+    assert all(abs(r.timed_error) < 1e-6 and abs(r.error) < 1e-6 for r in far.rows)
+    assert far.samples_source == "the tier's other stored runs"
+    # with one other run there is no progress to take from the stored runs: the reference runs' stands
+    (two,) = leave_one_out(further[:2], CPU, cost_model, lambda c: convergence)
+    assert two.rows[0].predicted.samples == 3072 and "reference runs" in two.samples_source
+    assert two.error == pytest.approx(timed_run(samples=3072).time_to_train_s / further[0].time_to_train_s - 1, abs=1e-6)
 
 
 def test_runs_compare_only_on_the_same_kind_of_cpu_in_one_process():
@@ -208,6 +212,7 @@ def test_plan_validate_and_plan_this_cpu_use_the_stored_runs(cli, capsys, tmp_pa
     assert code == 0, err
     flat = " ".join(out.split()).replace("│ ", "")
     assert f"3 stored {MEMBER} runs on this CPU ({precision}, 1 thread)" in flat
+    assert f"(median of 3 stored {MEMBER} runs in {precision} on this CPU)" in flat  # their progress to target
     assert "matmul peak 2 TFLOP/s (matmul peak: the median of the stored runs' own measurements (3 in" in flat
 
 

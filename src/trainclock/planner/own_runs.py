@@ -31,6 +31,8 @@ from trainclock.workloads.cost import WorkloadCost
 
 EFFICIENCY_RANGE = (1e-5, 1.0)
 PARTS = ("training", "evaluations", "rest", "total")
+MIN_PROGRESS_RUNS = 2  # stored runs of a tier that stand for its progress to target in their precision
+SMALLEST_PART = 0.02  # a part under this share of the run is too small to judge in percent
 CPU_PLAN = {"recompute": "none", "zero": 0, "overlap": False}  # how `trainclock run` trains on one process
 
 
@@ -199,7 +201,7 @@ class RunCheck:
         predicted = dict(zip(PARTS, (self.timed.train_s, self.timed.evals_s, self.timed.run_overhead_s,
                                      self.timed.time_to_train_s)))
         measured = self.measured.as_dict()[part]
-        return predicted[part] / measured - 1 if measured > 0 else None
+        return predicted[part] / measured - 1 if measured > SMALLEST_PART * self.run.time_to_train_s else None
 
 
 @dataclass(frozen=True)
@@ -230,10 +232,24 @@ class MemberCheck:
         return statistics.fmean(found) if found else None
 
 
+def own_convergence(cost: WorkloadCost, runs: Sequence[OwnRun], reference: ConvergenceModel) -> ConvergenceModel:
+    """How far the member trains to its target in the runs' precision on this CPU: the median
+    progress of its stored runs, where at least MIN_PROGRESS_RUNS of them trained at one batch
+    size; else the reference runs' (`reference`). Precision moves where a tier converges: bf16
+    runs of sd-tiny needed 2,000-3,200 samples, its fp32 reference runs 1,600 (median)."""
+    mine = [r for r in runs if r.member == cost.name]
+    if len(mine) < MIN_PROGRESS_RUNS or len({r.global_batch_size for r in mine}) != 1:
+        return reference
+    units = statistics.median(r.samples for r in mine) * cost.units_per_sample
+    return replace(reference, points=((mine[0].global_batch_size, units),),
+                   source=f"median of {len(mine)} stored {cost.name} runs in {mine[0].precision} on this CPU")
+
+
 def leave_one_out(runs: Sequence[OwnRun], accelerator: Accelerator, cost_of: Callable[[str], WorkloadCost],
                   convergence_of: Callable[[WorkloadCost], ConvergenceModel]) -> list[MemberCheck]:
     """Every group of at least two runs (member, precision, threads, processes), each run
-    predicted by a fit on the group's others."""
+    predicted by a fit on the group's others, trained as far as they did (own_convergence; the
+    reference runs' progress where fewer than MIN_PROGRESS_RUNS others are stored)."""
     groups: dict[tuple, list[OwnRun]] = {}
     for run in runs:
         groups.setdefault(run.group, []).append(run)
@@ -242,15 +258,18 @@ def leave_one_out(runs: Sequence[OwnRun], accelerator: Accelerator, cost_of: Cal
         if len(members_runs) < 2:
             continue
         cost = cost_of(member)
-        convergence = convergence_of(cost)
-        rows = []
+        reference = convergence_of(cost)
+        rows, sources = [], set()
         for run in members_runs:
-            others = fit(cost, accelerator, [o for o in members_runs if o is not run])
+            rest = [o for o in members_runs if o is not run]
+            others = fit(cost, accelerator, rest)
             if others is None:
                 continue
+            convergence = own_convergence(cost, rest, reference)
+            sources.add("the tier's other stored runs" if convergence is not reference else reference.source)
             rows.append(RunCheck(run, parts(run, cost),
                                  predict_run(cost, accelerator, run, others.efficiency, convergence),
                                  predict_run(cost, accelerator, run, others.efficiency, None, run.samples)))
         if rows:
-            checks.append(MemberCheck(member, precision, threads, tuple(rows), convergence.source))
+            checks.append(MemberCheck(member, precision, threads, tuple(rows), "; ".join(sorted(sources))))
     return checks

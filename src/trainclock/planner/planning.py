@@ -46,6 +46,7 @@ class Planner:
         self.catalogue = catalogue
         self._mlperf_dir = mlperf_dir
         self.own_runs = own_runs  # trainclock's stored runs on this machine: this-cpu's calibration
+        self._convergence: ConvergenceModel | None = None  # theirs, once a this-cpu calibration chose them
 
     def mlperf_folder(self) -> Path:
         return results_dir(self._mlperf_dir)
@@ -55,7 +56,9 @@ class Planner:
         return calibrate.fit(calibrate.load_calibration_data(self.mlperf_folder(), self.catalogue))
 
     def convergence(self) -> ConvergenceModel:
-        return load_convergence(self.cost, self.mlperf_folder)
+        """The stored runs' progress where a this-cpu calibration took it from them, else the
+        member's reference (MLPerf RCPs or trainclock's reference runs)."""
+        return self._convergence or load_convergence(self.cost, self.mlperf_folder)
 
     def calibrated(self, accelerator: Accelerator, stack: str | None = None, efficiency: float | None = None) -> Calibrated:
         """`efficiency` (--efficiency) overrides the fit; `stack` (--stack) picks a calibration;
@@ -76,6 +79,8 @@ class Planner:
             elif stored is not None:
                 own, source = stored.efficiency, stored.source
                 fixed = {"micro_batch": stored.micro_batch}
+                chosen = own_runs.calibration_runs(self.own_runs, self.cost.name, precision, torch.get_num_threads())
+                self._convergence = own_runs.own_convergence(self.cost, chosen, self.convergence())
             else:
                 own, source = calibrate.own_runs_efficiency(self.cost)
             return Calibrated(own, replace(Plan(), **calibrate.CPU_LAYOUT, precision=precision), source, fixed)

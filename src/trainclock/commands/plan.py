@@ -64,26 +64,24 @@ def main(args) -> int:
         check_save_path(args.save)
     for flag, value in (("--gbs", args.gbs), ("--tokens", args.tokens), ("--top", args.top)):
         checks.positive(flag, value)
-    accelerator = _this_cpu(args) if args.accelerator == THIS_CPU else find(catalogue, args.accelerator)
-    return _sweep(args, catalogue, accelerator) if args.sweep else _plan(args, catalogue, accelerator)
+    if args.accelerator == THIS_CPU:
+        from trainclock.planner.hardware import this_cpu
+        from trainclock.planner.own_runs import measured_peaks
+
+        own = _own_runs(args)[0]
+        # the matmul peaks its stored runs measured: a plan calibrated on them divides by the same
+        accelerator = this_cpu(*measured_peaks(own))
+    else:
+        own, accelerator = [], find(catalogue, args.accelerator)
+    planner = _planner(args, catalogue, own)
+    return _sweep(args, planner, accelerator) if args.sweep else _plan(args, planner, accelerator)
 
 
-def _this_cpu(args):
-    """This CPU with the matmul peaks its stored runs measured (a plan calibrated on them divides
-    by the same), else measured now."""
-    from trainclock.planner.hardware import this_cpu
-    from trainclock.planner.own_runs import measured_peaks
-
-    return this_cpu(*measured_peaks(_own_runs(args)[0]))
-
-
-def _planner(args, catalogue):
-    from trainclock.planner.hardware import THIS_CPU
+def _planner(args, catalogue, own_runs):
     from trainclock.planner.planning import Planner
     from trainclock.planner.workload import cost_model
 
-    own = _own_runs(args)[0] if args.accelerator == THIS_CPU else []
-    return Planner(cost_model(args.benchmark), catalogue, args.mlperf_results, own)
+    return Planner(cost_model(args.benchmark), catalogue, args.mlperf_results, own_runs)
 
 
 def _own_runs(args):
@@ -98,7 +96,8 @@ def _own_runs(args):
         stored = read_stored_runs(args.db)
     except DataError:
         return [], StoredRuns()
-    mine = [r for r in stored.runs if same_machine(r, cpu_identity())]
+    cpu = cpu_identity()  # reads /proc/cpuinfo: once, not per run
+    mine = [r for r in stored.runs if same_machine(r, cpu)]
     if len(stored.runs) > len(mine):
         stored.left_out["on another kind of CPU, or in several processes"] += len(stored.runs) - len(mine)
     return mine, stored
@@ -116,11 +115,10 @@ def _price(args, accelerator):
     return parse_price(args.price, accelerator) if args.price else None
 
 
-def _plan(args, catalogue, accelerator) -> int:
+def _plan(args, planner, accelerator) -> int:
     from trainclock.planner import tables
     from trainclock.planner.cost import run_cost
 
-    planner = _planner(args, catalogue)
     given, price = _layout_fields(args), _price(args, accelerator)
     calibrated = planner.calibrated(accelerator, args.stack, args.efficiency)
     prediction, found = planner.plan(accelerator, args.count, calibrated, given, args.gbs, args.tokens)
@@ -128,10 +126,9 @@ def _plan(args, catalogue, accelerator) -> int:
     return 0
 
 
-def _sweep(args, catalogue, accelerator) -> int:
+def _sweep(args, planner, accelerator) -> int:
     from trainclock.planner import sweep, tables
 
-    planner = _planner(args, catalogue)
     given, price = _layout_fields(args), _price(args, accelerator)
     calibrated = planner.calibrated(accelerator, args.stack, args.efficiency)
     predictions = [planner.plan(accelerator, n, calibrated, given, args.gbs, args.tokens)[0]
@@ -151,6 +148,7 @@ def _sweep(args, catalogue, accelerator) -> int:
 def _validate(args, catalogue) -> int:
     from trainclock.planner import calibrate, tables, validation
     from trainclock.planner.mlperf_data import results_dir
+
     data = calibrate.load_calibration_data(results_dir(args.mlperf_results), catalogue)
     report = validation.validate(data)
     tables.print_validation(report)
@@ -182,7 +180,8 @@ def _validate_own_runs(args, console) -> None:
     from trainclock.planner.workload import cost_model
 
     mine, stored = _own_runs(args)
-    checks = leave_one_out(mine, this_cpu(*measured_peaks(mine)), cost_model, lambda cost: load_convergence(cost, lambda: results_dir(args.mlperf_results)))
+    checks = leave_one_out(mine, this_cpu(*measured_peaks(mine)), cost_model,
+                           lambda cost: load_convergence(cost, lambda: results_dir(args.mlperf_results)))
     machine = cpu_identity()
     if not checks:
         print(f"trainclock: the CPU tiers are not validated: the results store holds no two finished runs of a "

@@ -1,6 +1,6 @@
 """The planner on this machine's CPU, calibrated on trainclock's own runs of a member (from the
 results store), and tested on them run by run: each run predicted by a fit on the member's other
-runs, with the progress the member's reference runs needed (its convergence model), not the run's.
+runs, trained as far as they needed (own_convergence), not as far as it did.
 
 A stored run is split as a published log is (mlperf_data.LogTiming): steady training (the time
 between one evaluation's end and the next one's start, over the steps between them), the
@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 from scipy.optimize import brentq
 
+from trainclock.planner.calibrate import CPU_LAYOUT
 from trainclock.planner.convergence import ConvergenceModel, eval_interval_samples
 from trainclock.planner.hardware import Accelerator
 from trainclock.planner.plan import Plan
@@ -33,7 +34,6 @@ EFFICIENCY_RANGE = (1e-5, 1.0)
 PARTS = ("training", "evaluations", "rest", "total")
 MIN_PROGRESS_RUNS = 2  # stored runs of a tier that stand for its progress to target in their precision
 SMALLEST_PART = 0.02  # a part under this share of the run is too small to judge in percent
-CPU_PLAN = {"recompute": "none", "zero": 0, "overlap": False}  # how `trainclock run` trains on one process
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def measured_peaks(runs: Sequence[OwnRun]) -> tuple[dict[str, float], str]:
 
 def cpu_plan(run: OwnRun) -> Plan:
     """The plan a stored run trained with: one process, its micro-batch and precision."""
-    return replace(Plan(), micro_batch=run.micro_batch, precision=run.precision, **CPU_PLAN)
+    return replace(Plan(), micro_batch=run.micro_batch, precision=run.precision, **CPU_LAYOUT)
 
 
 def parts(run: OwnRun, cost: WorkloadCost) -> RunParts | None:
@@ -150,18 +150,18 @@ def fit(cost: WorkloadCost, accelerator: Accelerator, runs: Sequence[OwnRun]) ->
     plan = cpu_plan(run)
     step_s = statistics.median(p.step_s for _, p in timed)
 
-    def log_ratio(efficiency: float) -> float:
+    def excess(efficiency: float) -> float:  # of the modelled step over the measured one
         modelled = step_time(cost, run.global_batch_size, plan, accelerator, Efficiency(efficiency)).step_s
         return modelled / step_s - 1
 
     low, high = EFFICIENCY_RANGE
     # the modelled step falls as efficiency rises: a root within the range, else its nearer end
-    if log_ratio(high) >= 0:
+    if excess(high) >= 0:
         compute = high
-    elif log_ratio(low) <= 0:
+    elif excess(low) <= 0:
         compute = low
     else:
-        compute = brentq(log_ratio, low, high, rtol=1e-6)
+        compute = brentq(excess, low, high, rtol=1e-6)
     forward = eval_seconds(cost, plan, accelerator, Efficiency(compute))
     eval_overhead = max(0.0, statistics.median(p.eval_s for _, p in timed) - forward)
     run_overhead = max(0.0, statistics.median(p.rest for _, p in timed))

@@ -35,6 +35,7 @@ class Calibrated:
     # what a plan keeps of how the calibration runs ran, unless --layout says otherwise (this CPU's
     # stored runs: their micro-batch, at which their efficiency was measured)
     fixed: dict[str, object] = field(default_factory=dict)
+    convergence: ConvergenceModel | None = None  # the calibration runs' progress to target, where it stands
 
 
 class Planner:
@@ -46,7 +47,6 @@ class Planner:
         self.catalogue = catalogue
         self._mlperf_dir = mlperf_dir
         self.own_runs = own_runs  # trainclock's stored runs on this machine: this-cpu's calibration
-        self._convergence: ConvergenceModel | None = None  # theirs, once a this-cpu calibration chose them
 
     def mlperf_folder(self) -> Path:
         return results_dir(self._mlperf_dir)
@@ -56,9 +56,7 @@ class Planner:
         return calibrate.fit(calibrate.load_calibration_data(self.mlperf_folder(), self.catalogue))
 
     def convergence(self) -> ConvergenceModel:
-        """The stored runs' progress where a this-cpu calibration took it from them, else the
-        member's reference (MLPerf RCPs or trainclock's reference runs)."""
-        return self._convergence or load_convergence(self.cost, self.mlperf_folder)
+        return load_convergence(self.cost, self.mlperf_folder)
 
     def calibrated(self, accelerator: Accelerator, stack: str | None = None, efficiency: float | None = None) -> Calibrated:
         """`efficiency` (--efficiency) overrides the fit; `stack` (--stack) picks a calibration;
@@ -71,19 +69,16 @@ class Planner:
             from trainclock.device.peak import resolve_precision
 
             precision = resolve_precision("auto", torch.device("cpu"))  # fp32 on a CPU without bf16 instructions
-            fixed: dict[str, object] = {}
-            stored = own_runs.fit(self.cost, accelerator, own_runs.calibration_runs(
-                self.own_runs, self.cost.name, precision, torch.get_num_threads()))
+            template = replace(Plan(), **calibrate.CPU_LAYOUT, precision=precision)
             if efficiency:
-                own, source = Efficiency(efficiency), "given (--efficiency)"
-            elif stored is not None:
-                own, source = stored.efficiency, stored.source
-                fixed = {"micro_batch": stored.micro_batch}
-                chosen = own_runs.calibration_runs(self.own_runs, self.cost.name, precision, torch.get_num_threads())
-                self._convergence = own_runs.own_convergence(self.cost, chosen, self.convergence())
-            else:
-                own, source = calibrate.own_runs_efficiency(self.cost)
-            return Calibrated(own, replace(Plan(), **calibrate.CPU_LAYOUT, precision=precision), source, fixed)
+                return Calibrated(Efficiency(efficiency), template, "given (--efficiency)")
+            chosen = own_runs.calibration_runs(self.own_runs, self.cost.name, precision, torch.get_num_threads())
+            stored = own_runs.fit(self.cost, accelerator, chosen)
+            if stored is None:  # no stored run on this CPU: the reference runs' MFU
+                reference, source = calibrate.own_runs_efficiency(self.cost)
+                return Calibrated(reference, template, source)
+            return Calibrated(stored.efficiency, template, stored.source, {"micro_batch": stored.micro_batch},
+                              own_runs.own_convergence(self.cost, chosen, self.convergence()))
         if stack is None and efficiency is not None:
             return Calibrated(Efficiency(efficiency), self._generic_template(accelerator), "given (--efficiency)")
         own_benchmark = stack is None and self.cost.benchmark not in suite.OWN_CALIBRATION
@@ -145,7 +140,7 @@ class Planner:
         if count > accelerator.accelerators_per_node and accelerator.inter_node_bandwidth == 0:
             raise UsageError(f"{accelerator.id} has no inter-node network in the catalogue, so at most "
                              f"{accelerator.accelerators_per_node} of them; lower --count")
-        convergence = None if units is not None else self.convergence()
+        convergence = None if units is not None else calibrated.convergence or self.convergence()
         given = {**calibrated.fixed, **given}
         if not given:
             result = search.search(self.cost, accelerator, count, calibrated.efficiency, calibrated.template, {},

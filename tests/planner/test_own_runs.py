@@ -123,7 +123,7 @@ HEADER = {"trainclock_workload": MEMBER, "trainclock_target": 4.955, "trainclock
 
 
 def finished(**header) -> FinishedRun:
-    return FinishedRun("result_0.txt", MEMBER, {**HEADER, **header}, 20_000.0, 3072.0, 32,
+    return FinishedRun("result_0.txt", {**HEADER, **header}, 20_000.0, 3072.0, 32,
                        [[1024, 6.0, 6.1], [2048, 12.0, 12.1]])
 
 

@@ -54,7 +54,7 @@ def own_run(row: FinishedRun) -> tuple[OwnRun | None, str]:
         member = None
     if member is None or not member.target_source.startswith("measured"):
         return None, "not of a trainclock CPU tier"
-    target = header.get("trainclock_target")
+    target = header.get("trainclock_target")  # the header keeps a key's first value: the first target
     if not (_number(target) and math.isclose(target, member.quality[0].threshold, rel_tol=1e-9)):
         return None, "trained to another target than the tier's current one"
     precision, threads, cpu = (header.get(k) for k in ("trainclock_precision", "trainclock_threads", "trainclock_cpu"))
@@ -65,8 +65,9 @@ def own_run(row: FinishedRun) -> tuple[OwnRun | None, str]:
     if not (_whole(batch) and _number(row.samples_to_converge) and batch % accumulation == 0 and processes >= 1):
         return None, "without batch or progress figures"
     return OwnRun(
-        member=member.name, label=f"{row.file_name} seed {header.get('seed')}", cpu=cpu, precision=precision, threads=int(threads), processes=processes,
-        global_batch_size=int(batch), micro_batch=int(batch) // int(accumulation) // processes,
+        member=member.name, label=f"{row.file_name} seed {header.get('seed')}", cpu=cpu, precision=precision,
+        threads=int(threads), processes=processes, global_batch_size=int(batch),
+        micro_batch=int(batch) // int(accumulation) // processes,
         time_to_train_s=row.time_to_train_ms / 1000, samples=float(row.samples_to_converge),
         peak_flops=float(peak) if _number(peak := header.get("trainclock_matmul_peak_flops")) else None,
         eval_spans=_spans(row.eval_spans),

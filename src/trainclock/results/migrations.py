@@ -34,8 +34,8 @@ from sqlalchemy.types import TypeEngine
 from trainclock.errors import DataError
 from trainclock.results.models import Base, SchemaVersion
 from trainclock.results.records import file_sha256, run_record
-from trainclock.review.run_review import review_log
 from trainclock.results.unit_facts import entry_facts, run_facts
+from trainclock.review.run_review import review_log
 
 Upgrade = Callable[[Connection], None]
 # any constant key: the lock that makes one process at a time create or upgrade a PostgreSQL schema

@@ -166,7 +166,6 @@ class FinishedRun:
     evaluations' spans), for calibrating a performance model on it."""
 
     file_name: str
-    benchmark: str  # the entry's: a trainclock member (gpt3-mini) or an MLPerf benchmark
     header: dict
     time_to_train_ms: float
     samples_to_converge: float | None
@@ -176,9 +175,8 @@ class FinishedRun:
 
 def finished_runs(session: Session) -> list[FinishedRun]:
     rows = session.execute(
-        select(Run.file_name, Entry.benchmark, Run.header, Run.time_to_train_ms, Run.samples_to_converge,
-               Run.global_batch_size, Run.eval_spans)
-        .join(Entry, Entry.id == Run.entry_id)
+        select(Run.file_name, Run.header, Run.time_to_train_ms, Run.samples_to_converge, Run.global_batch_size,
+               Run.eval_spans)
         .where(Run.status == "success", Run.time_to_train_ms.is_not(None))
         .order_by(Run.id)).all()
     return [FinishedRun(*row) for row in rows]

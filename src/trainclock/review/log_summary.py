@@ -153,4 +153,3 @@ def _bounded(value: Any) -> Any:
 def _number(value: Any) -> bool:
     # a step key must compare with itself: no NaN, which json reads from a log's NaN literal
     return isinstance(value, int) and not isinstance(value, bool) or isinstance(value, float) and math.isfinite(value)
-

@@ -11,6 +11,10 @@ was; pick it as the samples this machine trains in the time you want. Each seed'
 is read off its own eval curve (and is only as quiet as the machine was: the load is recorded).
 
   python benchmarks/reference_targets.py resnet-mini --seeds 1,2,3 --budget-samples 60000 --headroom 0.2 --write
+
+--from-evidence re-derives the target from the curves already recorded in targets/<member>.json
+(another --headroom: where evaluations are coarse, 30% of the budget can leave one evaluation
+fewer inside the window than 25%) without training again.
 """
 
 from __future__ import annotations
@@ -68,21 +72,39 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("member")
     p.add_argument("--seeds", default="1,2,3")
-    p.add_argument("--budget-samples", type=int, required=True,
+    p.add_argument("--budget-samples", type=int,
                    help="samples within which every seed must reach the target")
     p.add_argument("--headroom", type=float, default=0.2,
                    help="the share of the budget left to spare: the target is measured within the rest")
     p.add_argument("--precision", default="fp32", choices=("auto", "bf16", "fp32"))
     p.add_argument("--write", action="store_true", help="write targets/<member>.json in the workload's package")
+    p.add_argument("--from-evidence", action="store_true",
+                   help="no training: the seeds, budget and curves recorded in targets/<member>.json")
     args = p.parse_args()
-    seeds = [int(s) for s in args.seeds.split(",")]
     if not 0 <= args.headroom < 1:
         p.error("--headroom is a share of the budget: pick a number in [0, 1)")
-    measured_within = int(args.budget_samples * (1 - args.headroom))
     workload, name = registry.find(args.member)
-    with tempfile.TemporaryDirectory() as out:
-        measured = [reference_run(name, seed, args.budget_samples, args.precision, Path(out)) for seed in seeds]
-    runs, quality = [r for r, _ in measured], measured[0][1]
+    path = Path(inspect.getfile(type(workload))).parent / "targets" / f"{name}.json"
+    if args.from_evidence:
+        try:
+            recorded = json.loads(path.read_text())
+            runs, args.budget_samples = recorded["runs"], recorded["budget_samples"]
+        except (OSError, ValueError, KeyError) as e:
+            p.error(f"--from-evidence: no recorded curves for {name} in {path} ({e}); record them first")
+        args.seeds = ",".join(str(r["seed"]) for r in runs)
+        quality = next(m.quality for m in workload.members() if m.name == name)
+        load = tuple(recorded["load_average_1_5_15"])  # the recorded runs' machine, not this moment's
+        machine, torch_version = recorded["machine"], recorded["torch"]
+    else:
+        if args.budget_samples is None:
+            p.error("give --budget-samples (the samples within which every seed must reach the target)")
+        with tempfile.TemporaryDirectory() as out:
+            measured = [reference_run(name, int(seed), args.budget_samples, args.precision, Path(out))
+                        for seed in args.seeds.split(",")]
+        runs, quality = [r for r, _ in measured], measured[0][1]
+        load = os.getloadavg()
+        machine, torch_version = f"{system.cpu_model()}, {torch.get_num_threads()} threads", torch.__version__
+    measured_within = int(args.budget_samples * (1 - args.headroom))
     easiest = lambda t, values: rounded_easier((min if t.direction == "higher" else max)(values), t.direction)  # noqa: E731
     if len(quality) == 1:
         targets = {t.metric: easiest(t, [best_within(r, t, measured_within) for r in runs]) for t in quality}
@@ -97,20 +119,18 @@ def main() -> None:
         print(f"seed {r['seed']}: evals {curve}; time to target {r['time_to_target_s']:.1f} s, "
               f"{r['samples_per_s']} samples/s, MFU {r['mfu']:.1%}")
     median = statistics.median(r["time_to_target_s"] for r in runs)
-    load = os.getloadavg()
     shown = ", ".join(f"{m} {'>=' if t.direction == 'higher' else '<='} {targets[m]}" for m, t in
                       zip(targets, quality))
-    summary = (f"reference runs, seeds {args.seeds}, eager {runs[0]['precision']} on {torch.get_num_threads()} threads: "
+    summary = (f"reference runs, seeds {args.seeds}, eager {runs[0]['precision']} on {machine.rsplit(', ', 1)[-1]}: "
                f"every seed reaches {shown} within {measured_within:,} of the budget's {args.budget_samples:,} samples; "
                f"median time-to-target "
                f"{median:.1f} s in these runs (load average {load[0]:.1f})")
     print(summary)
     evidence = {"targets": targets, "summary": summary, "budget_samples": args.budget_samples,
                 "measured_within_samples": measured_within,
-                "machine": f"{system.cpu_model()}, {torch.get_num_threads()} threads", "precision": runs[0]["precision"],
-                "load_average_1_5_15": [round(x, 2) for x in load], "torch": torch.__version__, "runs": runs}
+                "machine": machine, "precision": runs[0]["precision"],
+                "load_average_1_5_15": [round(x, 2) for x in load], "torch": torch_version, "runs": runs}
     if args.write:
-        path = Path(inspect.getfile(type(workload))).parent / "targets" / f"{name}.json"
         path.parent.mkdir(exist_ok=True)
         atomic_write_text(path, json.dumps(evidence, indent=1) + "\n")
         print(f"wrote {path}")

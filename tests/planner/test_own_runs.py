@@ -31,16 +31,19 @@ CPU = Accelerator(id="this-cpu", name="test CPU", peak_flops={"bf16": 2e12, "fp3
 TRUE = Efficiency(0.2, eval_overhead_s=0.05, run_overhead_s=2.5)
 
 
-def timed_run(samples: float = 3072, slower: float = 1.0, seed: int = 1, cpu: str = "test cpu") -> OwnRun:
-    """A run as the model times it under TRUE (steady steps `slower` times longer)."""
+def timed_run(samples: float = 3072, slower: float = 1.0, seed: int = 1, cpu: str = "test cpu",
+              truth: Efficiency = TRUE, peak: float = 2e12) -> OwnRun:
+    """A run as the model times it under `truth` (steady steps `slower` times longer) on a machine
+    whose bf16 peak was `peak` while it ran (and it measured so)."""
     cost = cost_model(MEMBER)
     base = OwnRun(MEMBER, f"result_{seed}.txt seed {seed}", cpu, "bf16", threads=1, processes=1, global_batch_size=32,
-                  micro_batch=32, time_to_train_s=0.0, samples=samples, peak_flops=2e12, eval_spans=None)
+                  micro_batch=32, time_to_train_s=0.0, samples=samples, peak_flops=peak, eval_spans=None)
     plan = cpu_plan(base)
-    step = step_time(cost, 32, plan, CPU, TRUE).step_s * slower
-    one_eval = eval_seconds(cost, plan, CPU, TRUE)
+    machine = replace(CPU, peak_flops={**CPU.peak_flops, "bf16": peak})
+    step = step_time(cost, 32, plan, machine, truth).step_s * slower
+    one_eval = eval_seconds(cost, plan, machine, truth)
     per_interval = eval_interval_samples(cost, 32) // 32
-    spans, t = [], TRUE.run_overhead_s
+    spans, t = [], truth.run_overhead_s
     for i in range(1, int(samples // (per_interval * 32)) + 1):
         t += per_interval * step
         spans.append((i * per_interval * 32, t, t + one_eval))
@@ -66,6 +69,35 @@ def test_the_fit_recovers_the_efficiency_the_runs_were_timed_with():
     assert found.efficiency.eval_overhead_s == pytest.approx(TRUE.eval_overhead_s, rel=1e-3)
     assert found.efficiency.run_overhead_s == pytest.approx(TRUE.run_overhead_s, rel=1e-6)
     assert found.runs == 3 and "3 stored gpt3-tiny runs" in found.source
+    assert found.efficiency.eval_compute is None  # evaluations no faster than training's efficiency implies
+
+
+def test_runs_on_a_machine_whose_speed_drifts_are_each_timed_at_the_peak_they_measured():
+    # a shared VM: the same run 1.3x slower when its measured peak is 1.3x lower
+    cost = cost_model(MEMBER)
+    runs = [timed_run(seed=1), timed_run(seed=2, peak=2e12 / 1.3), timed_run(seed=3, peak=2e12 / 1.1)]
+    found = fit(cost, CPU, runs)
+    assert found.efficiency.compute == pytest.approx(TRUE.compute, rel=1e-4)
+    assert found.efficiency.eval_overhead_s == pytest.approx(TRUE.eval_overhead_s, rel=1e-3)
+    (check,) = leave_one_out(runs, CPU, cost_model, lambda c: load_convergence(c, lambda: Path("/nonexistent")))
+    assert all(abs(r.timed_error) < 1e-4 for r in check.rows)
+    # without its own peak a run is timed at the machine's given one
+    assert fit(cost, CPU, [replace(r, peak_flops=None) for r in runs]).efficiency.compute != pytest.approx(TRUE.compute,
+                                                                                                        rel=1e-2)
+
+
+def test_evaluations_faster_than_training_implies_get_their_own_efficiency():
+    cost = cost_model(MEMBER)
+    truth = Efficiency(0.2, run_overhead_s=2.5, eval_compute=0.35)  # forward-only nearer the peak
+    runs = [timed_run(seed=s, truth=truth) for s in (1, 2, 3)]
+    found = fit(cost, CPU, runs)
+    assert found.efficiency.compute == pytest.approx(0.2, rel=1e-4)
+    assert found.efficiency.eval_compute == pytest.approx(0.35, rel=1e-3)
+    assert found.efficiency.eval_overhead_s == 0
+    plan = cpu_plan(runs[0])
+    assert eval_seconds(cost, plan, CPU, found.efficiency) == pytest.approx(parts(runs[0], cost).eval_s, rel=1e-3)
+    # at training's efficiency the evaluation would take 0.35 / 0.2 times as long
+    assert eval_seconds(cost, plan, CPU, Efficiency(0.2)) == pytest.approx(1.75 * parts(runs[0], cost).eval_s, rel=1e-3)
 
 
 def test_leave_one_out_predicts_each_run_from_the_others():

@@ -138,7 +138,8 @@ def _sweep(args, planner, accelerator) -> int:
     if args.save:
         sweep.save_curve(points, args.save, {
             "member": planner.cost.name, "benchmark": planner.cost.benchmark, "accelerator": accelerator.id, "calibration": calibrated.source,
-            "matmul_efficiency": calibrated.efficiency.compute, "eval_overhead_s": calibrated.efficiency.eval_overhead_s,
+            "matmul_efficiency": calibrated.efficiency.compute, "eval_matmul_efficiency": calibrated.efficiency.eval_compute,
+            "eval_overhead_s": calibrated.efficiency.eval_overhead_s,
             "price": args.price, "layout_given": args.layout,
         })
         print(f"trainclock: scaling curve saved to {args.save}")

@@ -7,7 +7,8 @@ between one evaluation's end and the next one's start, over the steps between th
 evaluations (eval_start to eval_stop), and the rest of the timed region (start-up and warm-up
 inside it: the first interval's excess). The fit gives each part its number: the matmul
 efficiency that reproduces the steady step, the fixed cost of an evaluation beyond its forward
-work, and the run overhead.
+work (or its own efficiency, where it is faster), and the run overhead. Each run is timed at the
+matmul peak it measured at its start: the machine's speed at the time, known before its clock.
 
 Runs are comparable only on the same kind of CPU (its name and the flags that set its matmul
 speed: one Xeon name covers AMX machines and machines without bf16 instructions), precision and
@@ -138,44 +139,65 @@ class OwnFit:
     micro_batch: int  # the runs' (their efficiency was measured at it)
 
 
+def at_its_peak(accelerator: Accelerator, run: OwnRun) -> Accelerator:
+    """`accelerator` with the matmul peak `run` measured at its start, where it did: this VM's speed
+    drifts by a third over an hour (a shared host), and a run's steps and its own peak measurement
+    move together (bert-tiny: steps 75-115 ms at peaks of 2.6-2.0 TFLOP/s, their product within 8%)."""
+    if not run.peak_flops:
+        return accelerator
+    return replace(accelerator, peak_flops={**accelerator.peak_flops, run.precision: run.peak_flops})
+
+
+def _efficiency_for(seconds: float, modelled: Callable[[float], float]) -> float:
+    """The matmul efficiency at which `modelled` (seconds, falling as efficiency rises) takes
+    `seconds`: the root within EFFICIENCY_RANGE, else its nearer end."""
+    low, high = EFFICIENCY_RANGE
+    if modelled(high) >= seconds:
+        return high
+    if modelled(low) <= seconds:
+        return low
+    return brentq(lambda e: modelled(e) / seconds - 1, low, high, rtol=1e-6)
+
+
 def fit(cost: WorkloadCost, accelerator: Accelerator, runs: Sequence[OwnRun]) -> OwnFit | None:
-    """The member's efficiency on this CPU from `runs` (one member, precision and thread count):
-    the matmul efficiency whose modelled step is the runs' median steady step, the evaluation's
-    fixed cost beyond its modelled forward work, and the median rest of the timed region. None
-    when no run has its evaluations' times."""
+    """The member's efficiency on this CPU from `runs` (one member, precision and thread count),
+    each at the peak it measured (at_its_peak): the median of the matmul efficiencies that
+    reproduce each run's steady step; the evaluation's fixed cost beyond its modelled forward work,
+    or its own efficiency where it is faster than that; and the median rest of the timed region.
+    None when no run has its evaluations' times."""
     timed = [(run, p) for run in runs if (p := parts(run, cost)) is not None]
     if not timed:
         return None
     run = timed[0][0]
     plan = cpu_plan(run)
-    step_s = statistics.median(p.step_s for _, p in timed)
+    gbs = run.global_batch_size
 
-    def excess(efficiency: float) -> float:  # of the modelled step over the measured one
-        modelled = step_time(cost, run.global_batch_size, plan, accelerator, Efficiency(efficiency)).step_s
-        return modelled / step_s - 1
+    def steady(run: OwnRun, run_parts: RunParts) -> float:  # the efficiency of one run's steady step
+        machine = at_its_peak(accelerator, run)
+        return _efficiency_for(run_parts.step_s, lambda e: step_time(cost, gbs, plan, machine, Efficiency(e)).step_s)
 
-    low, high = EFFICIENCY_RANGE
-    # the modelled step falls as efficiency rises: a root within the range, else its nearer end
-    if excess(high) >= 0:
-        compute = high
-    elif excess(low) <= 0:
-        compute = low
-    else:
-        compute = brentq(excess, low, high, rtol=1e-6)
-    forward = eval_seconds(cost, plan, accelerator, Efficiency(compute))
-    eval_overhead = max(0.0, statistics.median(p.eval_s for _, p in timed) - forward)
+    compute = statistics.median(steady(r, p) for r, p in timed)
+    forward = [eval_seconds(cost, plan, at_its_peak(accelerator, r), Efficiency(compute)) for r, _ in timed]
+    # an evaluation slower than its forward work at training's efficiency has a fixed cost
+    # beyond it; a faster one ran its forward nearer the peak (time is inverse to efficiency)
+    ratios = [p.eval_s / f for (_, p), f in zip(timed, forward) if f > 0]
+    ratio = statistics.median(ratios) if ratios else 1.0  # no forward work modelled: all fixed cost
+    eval_overhead = max(0.0, statistics.median(p.eval_s - f for (_, p), f in zip(timed, forward)))
+    eval_compute = min(EFFICIENCY_RANGE[1], compute / ratio) if 0 < ratio < 1 else None
     run_overhead = max(0.0, statistics.median(p.rest for _, p in timed))
     what = f"{run.precision}, {run.threads} thread{'s' if run.threads > 1 else ''}"
-    return OwnFit(Efficiency(compute, eval_overhead, run_overhead), len(timed),
+    return OwnFit(Efficiency(compute, 0.0 if eval_compute else eval_overhead, run_overhead, eval_compute), len(timed),
                   f"{len(timed)} stored {run.member} run{'s' if len(timed) > 1 else ''} on this CPU ({what})",
                   statistics.median_low(r.micro_batch for r, _ in timed))
 
 
 def predict_run(cost: WorkloadCost, accelerator: Accelerator, run: OwnRun, efficiency: Efficiency,
                 convergence: ConvergenceModel | None, samples: float | None = None) -> Prediction:
-    """The model's run of `run`'s setting: as far as `convergence` says, or `samples` (its own)."""
+    """The model's run of `run`'s setting, at the peak it measured at its start (the machine's
+    speed then, known before its clock started): as far as `convergence` says, or `samples` (its own)."""
     units = None if samples is None else samples * cost.units_per_sample
-    return predict(cost, accelerator, run.global_batch_size, cpu_plan(run), efficiency, convergence, units)
+    return predict(cost, at_its_peak(accelerator, run), run.global_batch_size, cpu_plan(run), efficiency, convergence,
+                   units)
 
 
 @dataclass(frozen=True)

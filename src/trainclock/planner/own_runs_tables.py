@@ -14,8 +14,8 @@ GOAL = 0.10  # a tier's predicted time-to-train within 10% of its measured one
 def print_own_runs(checks: list[MemberCheck], machine: str, left_out: str, console: Console) -> None:
     progress = "; ".join(sorted({c.samples_source for c in checks}))
     table = Table(title=f"CPU tiers on this machine ({escape(machine)}) against trainclock's own runs in the results store: "
-                        f"each run predicted by a fit on the tier's other runs, trained as far as {escape(progress)} "
-                        "needed", title_justify="left")
+                        f"each run predicted by a fit on the tier's other runs, at the matmul peak it measured at its "
+                        f"start, trained as far as {escape(progress)} needed", title_justify="left")
     for col in ("tier", "precision", "threads", "runs", "measured (s)", "predicted (s)", "error",
                 "per run: mean |error|", "time model alone", *(f"{p} part" for p in PARTS[:3])):
         table.add_column(col, justify="left" if col in ("tier", "precision") else "right")

@@ -13,6 +13,7 @@ STEP = 0.10
 # the accelerator's datasheet figures the step-time model divides by
 KNOBS = (
     ("matmul efficiency (calibrated)", "efficiency", "compute"),
+    ("evaluation matmul efficiency (calibrated)", "efficiency", "eval_compute"),
     ("evaluation overhead (calibrated)", "efficiency", "eval_overhead_s"),
     ("run overhead (calibrated)", "efficiency", "run_overhead_s"),
     ("memory bandwidth", "accelerator", "memory_bandwidth"),
@@ -51,7 +52,7 @@ def sensitivities(p: Prediction) -> list[Sensitivity]:
 def _rerun(p: Prediction, owner: str, field: str, value: float) -> Prediction:
     efficiency, accelerator = p.efficiency, p.accelerator
     if owner == "efficiency":
-        efficiency = replace(efficiency, **{field: min(value, 1.0) if field == "compute" else value})
+        efficiency = replace(efficiency, **{field: min(value, 1.0) if field in ("compute", "eval_compute") else value})
     else:
         accelerator = replace(accelerator, **{field: value})
     return predict(p.cost, accelerator, p.global_batch_size, p.plan, efficiency, units=p.units)

@@ -64,7 +64,8 @@ def print_plan(p: Prediction, calibrated: Calibrated, found: SearchResult | None
                    f"{p.plan.precision} matmul peak {acc.peak(p.plan.precision) / 1e12:,.3g} TFLOP/s"
                    + (f" ({acc.source})" if acc.id == THIS_CPU else "")),
         ("calibration", f"{calibrated.source}: matmuls at {p.efficiency.compute:.1%} of {p.plan.precision} peak, "
-                        f"{p.efficiency.eval_overhead_s:.2f} s fixed per evaluation"),
+                        + (f"evaluation's at {p.efficiency.eval_compute:.1%}, " if p.efficiency.eval_compute else "")
+                        + f"{p.efficiency.eval_overhead_s:.2f} s fixed per evaluation"),
         ("layout", f"{p.plan.describe()} ({how})"),
         ("global batch", f"{p.global_batch_size:,} {work.sample_noun}; {s.micro_batches} micro-batches "
                          f"of {p.plan.micro_batch} per replica and step"),

@@ -19,6 +19,9 @@ def print_run_summary(result: RunResult, console: Console | None = None) -> None
     table.add_column(style="bold")
     table.add_column()
     table.add_row("time-to-train", f"{result.time_to_train_ms / 60000:.3f} min ({result.time_to_train_s:.1f} s, run_stop - run_start)")
+    # several targets count only together, at one evaluation: their values are the last
+    # evaluation's (the one that met them all, on success), not each metric's best of the run
+    together = len(result.quality) > 1 or o.status == "success"
     for target in result.quality:
         values = [m[target.metric] for _, m in o.evals if target.metric in m and math.isfinite(m[target.metric])]
         if o.diverged:  # the weights are garbage: an earlier evaluation is no quality of this run
@@ -26,9 +29,13 @@ def print_run_summary(result: RunResult, console: Console | None = None) -> None
                                      f"target {target.describe()})")
         elif not values:
             table.add_row("quality", f"none: no evaluation ran (target {target.describe()})")
+        elif together:
+            last = o.evals[-1][1].get(target.metric, math.nan)
+            where = "" if o.status == "success" else ", at the last evaluation"
+            table.add_row("quality", f"{last:.4f} {target.metric} (target {target.describe()}{where})")
         else:
             best = (min if target.direction == "lower" else max)(values)
-            table.add_row("quality", f"{best:.4f} {target.metric} (target {target.describe()})")
+            table.add_row("quality", f"{best:.4f} {target.metric} (target {target.describe()}, best of the run)")
     table.add_row(f"{result.unit} to target" if o.status == "success" else f"{result.unit} trained",
                   f"{o.units:,} ({o.samples:,} samples, {o.steps} steps)")
     table.add_row("throughput", f"{result.units_per_s:,.0f} {result.unit}/s (training steps, evaluation excluded)")

@@ -138,6 +138,13 @@ def test_this_cpus_peak_is_the_median_its_stored_runs_measured():
     cpu = this_cpu(peaks, source)
     assert cpu.peak_flops == peaks and "median of the stored runs" in cpu.source
     assert this_cpu({"bf16": 1e12}, "given").peak_flops["fp32"] > 0  # a precision no run gives is measured
+    # a plan of a member divides by the peaks its own calibration runs measured: a workload that
+    # sets 1 thread measures about half the 2-thread peak the other tiers' runs measured
+    others = [replace(timed_run(seed=s), member="gpt3-mini", threads=2, peak_flops=2.4e12) for s in (4, 5, 6)]
+    single = [replace(timed_run(seed=s), peak_flops=p) for s, p in ((7, 1.1e12), (8, 1.3e12))]
+    peaks, source = measured_peaks(others + single, MEMBER, threads=2)
+    assert peaks == {"bf16": 1.2e12} and f"stored {MEMBER} runs" in source
+    assert measured_peaks(others, MEMBER, threads=2)[0] == {"bf16": 2.4e12}  # none of its own: every run's
 
 
 def test_a_plan_calibrates_on_its_thread_count_else_the_one_its_runs_used():
@@ -245,7 +252,7 @@ def test_plan_validate_and_plan_this_cpu_use_the_stored_runs(cli, capsys, tmp_pa
     flat = " ".join(out.split()).replace("│ ", "")
     assert f"3 stored {MEMBER} runs on this CPU ({precision}, 1 thread)" in flat
     assert f"(median of 3 stored {MEMBER} runs in {precision} on this CPU)" in flat  # their progress to target
-    assert "matmul peak 2 TFLOP/s (matmul peak: the median of the stored runs' own measurements (3 in" in flat
+    assert f"matmul peak 2 TFLOP/s (matmul peak: the median of the stored {MEMBER} runs' own measurements (3 in" in flat
 
 
 def test_plan_validate_says_why_it_has_no_cpu_tier_to_check(cli, capsys, tmp_path):

@@ -65,12 +65,15 @@ def main(args) -> int:
     for flag, value in (("--gbs", args.gbs), ("--tokens", args.tokens), ("--top", args.top)):
         checks.positive(flag, value)
     if args.accelerator == THIS_CPU:
+        import torch  # the thread count the plan's calibration runs are chosen by
+
         from trainclock.planner.hardware import this_cpu
         from trainclock.planner.own_runs import measured_peaks
+        from trainclock.planner.workload import cost_model
 
         own = _own_runs(args)[0]
-        # the matmul peaks its stored runs measured: a plan calibrated on them divides by the same
-        accelerator = this_cpu(*measured_peaks(own))
+        # the matmul peaks its calibration runs measured: a plan calibrated on them divides by the same
+        accelerator = this_cpu(*measured_peaks(own, cost_model(args.benchmark).name, torch.get_num_threads()))
     else:
         own, accelerator = [], find(catalogue, args.accelerator)
     planner = _planner(args, catalogue, own)

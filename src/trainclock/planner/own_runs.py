@@ -91,9 +91,18 @@ def calibration_runs(runs: Sequence[OwnRun], member: str, precision: str, thread
     return [r for r in mine if r.threads == chosen]
 
 
-def measured_peaks(runs: Sequence[OwnRun]) -> tuple[dict[str, float], str]:
+def measured_peaks(runs: Sequence[OwnRun], member: str | None = None,
+                   threads: int | None = None) -> tuple[dict[str, float], str]:
     """This CPU's matmul peak per precision as its stored runs measured it (the median: one
-    measurement on a busy machine can be off 2-fold), and where it comes from."""
+    measurement on a busy machine can be off 2-fold), and where it comes from. With `member`, the
+    runs a plan of it calibrates on (calibration_runs at `threads`), where it has any: each run's
+    efficiency is relative to its own peak, and the thread count moves the peak (resnet's 1-thread
+    runs measure about half the 2-thread peak)."""
+    if member is not None:
+        chosen = [r for p in ("bf16", "fp32") for r in calibration_runs(runs, member, p, threads or 0)]
+        if chosen:
+            peaks, source = measured_peaks(chosen)
+            return peaks, source.replace("the stored runs'", f"the stored {member} runs'")
     by_precision: dict[str, list[float]] = {}
     for run in runs:
         if run.peak_flops:

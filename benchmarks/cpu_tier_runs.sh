@@ -10,13 +10,15 @@ store=${1:?give the results store, e.g. /tmp/quiet.db}
 out=${2:?give the result tree folder, e.g. /tmp/quiet}
 seeds=${3:-"201 202 203"}
 trainclock=${TRAINCLOCK:-$(dirname "$0")/../.venv/bin/trainclock}
-for size in tiny mini; do
-  for workload in gpt3 bert resnet dlrm unet3d rnnt sd retinanet maskrcnn; do
-    tier=$workload-$size
-    "$trainclock" data prepare "$tier" > /dev/null  # untimed, cached
-    for seed in $seeds; do
-      echo "$(date +%T) $tier seed $seed, load $(cut -d' ' -f1 /proc/loadavg)"
-      "$trainclock" run "$tier" --seed "$seed" --out "$out" --db "$store" --no-progress | grep -E "run (success|aborted)" || true
-    done
+tiers=$(for size in tiny mini; do for w in gpt3 bert resnet dlrm unet3d rnnt sd retinanet maskrcnn; do echo "$w-$size"; done; done)
+for tier in $tiers; do
+  "$trainclock" data prepare "$tier" > /dev/null  # untimed, cached
+done
+# seed by seed, every tier in turn: the machine's speed drifts over an hour (a shared host), and
+# this spreads the drift over every tier instead of handing one tier a slow spell
+for seed in $seeds; do
+  for tier in $tiers; do
+    echo "$(date +%T) $tier seed $seed, load $(cut -d' ' -f1 /proc/loadavg)"
+    "$trainclock" run "$tier" --seed "$seed" --out "$out" --db "$store" --no-progress | grep -E "run (success|aborted)" || true
   done
 done

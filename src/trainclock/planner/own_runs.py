@@ -92,24 +92,24 @@ def calibration_runs(runs: Sequence[OwnRun], member: str, precision: str, thread
 
 
 def measured_peaks(runs: Sequence[OwnRun], member: str | None = None,
-                   threads: int | None = None) -> tuple[dict[str, float], str]:
+                   threads: int = 0) -> tuple[dict[str, float], str]:
     """This CPU's matmul peak per precision as its stored runs measured it (the median: one
     measurement on a busy machine can be off 2-fold), and where it comes from. With `member`, the
     runs a plan of it calibrates on (calibration_runs at `threads`), where it has any: each run's
     efficiency is relative to its own peak, and the thread count moves the peak (resnet's 1-thread
     runs measure about half the 2-thread peak)."""
+    whose = "the stored runs'"
     if member is not None:
-        chosen = [r for p in ("bf16", "fp32") for r in calibration_runs(runs, member, p, threads or 0)]
+        chosen = [r for p in ("bf16", "fp32") for r in calibration_runs(runs, member, p, threads)]
         if chosen:
-            peaks, source = measured_peaks(chosen)
-            return peaks, source.replace("the stored runs'", f"the stored {member} runs'")
+            runs, whose = chosen, f"the stored {member} runs'"
     by_precision: dict[str, list[float]] = {}
     for run in runs:
         if run.peak_flops:
             by_precision.setdefault(run.precision, []).append(run.peak_flops)
     peaks = {p: statistics.median(found) for p, found in by_precision.items()}
     counts = ", ".join(f"{len(found)} in {p}" for p, found in by_precision.items())
-    return peaks, f"the median of the stored runs' own measurements ({counts})"
+    return peaks, f"the median of {whose} own measurements ({counts})"
 
 
 def cpu_plan(run: OwnRun) -> Plan:
@@ -181,9 +181,9 @@ def fit(cost: WorkloadCost, accelerator: Accelerator, runs: Sequence[OwnRun]) ->
     plan = cpu_plan(run)
     gbs = run.global_batch_size
 
-    def steady(run: OwnRun, run_parts: RunParts) -> float:  # the efficiency of one run's steady step
-        machine = at_its_peak(accelerator, run)
-        return _efficiency_for(run_parts.step_s, lambda e: step_time(cost, gbs, plan, machine, Efficiency(e)).step_s)
+    def steady(one: OwnRun, one_parts: RunParts) -> float:  # the efficiency of one run's steady step
+        machine = at_its_peak(accelerator, one)
+        return _efficiency_for(one_parts.step_s, lambda e: step_time(cost, gbs, plan, machine, Efficiency(e)).step_s)
 
     compute = statistics.median(steady(r, p) for r, p in timed)
     forward = [eval_seconds(cost, plan, at_its_peak(accelerator, r), Efficiency(compute)) for r, _ in timed]
@@ -191,11 +191,13 @@ def fit(cost: WorkloadCost, accelerator: Accelerator, runs: Sequence[OwnRun]) ->
     # beyond it; a faster one ran its forward nearer the peak (time is inverse to efficiency)
     ratios = [p.eval_s / f for (_, p), f in zip(timed, forward) if f > 0]
     ratio = statistics.median(ratios) if ratios else 1.0  # no forward work modelled: all fixed cost
-    eval_overhead = max(0.0, statistics.median(p.eval_s - f for (_, p), f in zip(timed, forward)))
-    eval_compute = min(EFFICIENCY_RANGE[1], compute / ratio) if 0 < ratio < 1 else None
+    if 0 < ratio < 1:
+        eval_compute, eval_overhead = min(EFFICIENCY_RANGE[1], compute / ratio), 0.0
+    else:
+        eval_compute, eval_overhead = None, max(0.0, statistics.median(p.eval_s - f for (_, p), f in zip(timed, forward)))
     run_overhead = max(0.0, statistics.median(p.rest for _, p in timed))
     what = f"{run.precision}, {run.threads} thread{'s' if run.threads > 1 else ''}"
-    return OwnFit(Efficiency(compute, 0.0 if eval_compute else eval_overhead, run_overhead, eval_compute), len(timed),
+    return OwnFit(Efficiency(compute, eval_overhead, run_overhead, eval_compute), len(timed),
                   f"{len(timed)} stored {run.member} run{'s' if len(timed) > 1 else ''} on this CPU ({what})",
                   statistics.median_low(r.micro_batch for r, _ in timed))
 

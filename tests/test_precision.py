@@ -1,6 +1,6 @@
 """The precision a run trains in: bf16 autocast only where the device multiplies bf16 faster.
 A CPU without bf16 instructions (simulated here by capping oneDNN at AVX2) runs bf16 matmuls
-through a scalar fallback about 100x slower than fp32; a run there must choose fp32 by itself."""
+through a fallback slower than fp32 (100x here, 2.5x on a CI machine); a run there must choose fp32 by itself."""
 
 import os
 import subprocess
@@ -41,7 +41,8 @@ def test_a_cpu_without_bf16_instructions_trains_in_fp32_and_measures_quickly():
     out = probe("import torch; from trainclock.device.peak import *; d = torch.device('cpu');"
                 "print(resolve_precision('auto', d), bf16_speedup(d), matmul_peak_flops(d, torch.bfloat16))")
     chosen, speedup, bf16_peak = out.split()
-    assert chosen == "fp32" and float(speedup) < 0.2  # the fallback is far slower than fp32
+    # how much slower the fallback is depends on the CPU; only that bf16 is not clearly faster is certain
+    assert chosen == "fp32" and float(speedup) < BF16_MIN_ADVANTAGE
     assert float(bf16_peak) > 0 and time.monotonic() - started < 30  # the peak's size shrinks to stay quick
 
 

@@ -6,6 +6,8 @@ header, and those of another tier target, CPU or thread count are left out, sayi
 from __future__ import annotations
 
 import json
+import re
+import statistics
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -121,6 +123,26 @@ def test_leave_one_out_predicts_each_run_from_the_others():
     (two,) = leave_one_out(further[:2], CPU, cost_model, lambda c: convergence)
     assert two.rows[0].predicted.samples == 3072 and "reference runs" in two.samples_source
     assert two.error == pytest.approx(timed_run(samples=3072).time_to_train_s / further[0].time_to_train_s - 1, abs=1e-6)
+
+
+def test_a_tiers_predicted_median_is_that_of_every_runs_outcomes_at_the_others_progress():
+    # two fast runs, one of which met the target an evaluation early, and two slow ones: the
+    # median of times is not the time at the median progress when speed and progress both vary
+    runs = [timed_run(samples=3072, seed=1), timed_run(samples=4096, seed=2),
+            timed_run(samples=4096, seed=3, peak=2e12 / 1.3), timed_run(samples=4096, seed=4, peak=2e12 / 1.3)]
+    (check,) = leave_one_out(runs, CPU, cost_model, lambda c: load_convergence(c, lambda: Path("/nonexistent")))
+    expected = [timed_run(samples=other.samples, peak=run.peak_flops).time_to_train_s
+                for run in runs for other in runs if other is not run]
+    assert sorted(t for r in check.rows for t in r.outcomes) == pytest.approx(sorted(expected), rel=1e-4)
+    assert check.predicted_s == pytest.approx(statistics.median(expected), rel=1e-4)
+    assert check.predicted_s != pytest.approx(statistics.median(r.predicted.time_to_train_s for r in check.rows),
+                                              rel=1e-3)
+    low, high = check.measured_interval  # where the median of four other such runs could fall
+    assert low < check.measured_s < high and (low, high) == check.measured_interval  # the same every time
+    assert low >= min(r.time_to_train_s for r in runs) and high <= max(r.time_to_train_s for r in runs)
+    (same,) = leave_one_out([timed_run(seed=s) for s in (1, 2, 3)], CPU, cost_model,
+                            lambda c: load_convergence(c, lambda: Path("/nonexistent")))
+    assert same.measured_interval == (same.measured_s, same.measured_s)  # identical runs: known exactly
 
 
 def test_runs_compare_only_on_the_same_kind_of_cpu_in_one_process():
@@ -244,7 +266,7 @@ def test_plan_validate_and_plan_this_cpu_use_the_stored_runs(cli, capsys, tmp_pa
     plan_command._validate_own_runs(SimpleNamespace(db=str(db), mlperf_results=None), table_console(Console(width=200)))
     table = " ".join(capsys.readouterr().out.replace("│", " ").split())
     assert f"{MEMBER} {precision} 1 3 " in table  # the tier, its precision, 1 thread, 3 runs
-    assert "1 of 1 tiers within 10%" in table
+    assert re.search(r"1 of 1 tiers within 10%; [01] predicted inside the measured median's interval", table)
     assert "1 trained to another target than the tier's current one" in table
     assert "1 on another kind of CPU, or in several processes" in table
     code, out, err = cli("plan", MEMBER, "--accelerator", "this-cpu", "--count", "1", "--db", db)

@@ -41,7 +41,7 @@ def register(sub) -> None:
 
 def main(args) -> int:
     from trainclock.planner import tables
-    from trainclock.planner.hardware import THIS_CPU, find, load_catalogue
+    from trainclock.planner.hardware import THIS_CPU, load_catalogue
 
     catalogue = load_catalogue(args.hardware)
     if args.list_hardware:
@@ -64,19 +64,8 @@ def main(args) -> int:
         check_save_path(args.save)
     for flag, value in (("--gbs", args.gbs), ("--tokens", args.tokens), ("--top", args.top)):
         checks.positive(flag, value)
-    if args.accelerator == THIS_CPU:
-        import torch  # the thread count the plan's calibration runs are chosen by
-
-        from trainclock.planner.hardware import this_cpu
-        from trainclock.planner.own_runs import measured_peaks
-        from trainclock.planner.workload import cost_model
-
-        own = _own_runs(args)[0]
-        # the matmul peaks its calibration runs measured: a plan calibrated on them divides by the same
-        accelerator = this_cpu(*measured_peaks(own, cost_model(args.benchmark).name, torch.get_num_threads()))
-    else:
-        own, accelerator = [], find(catalogue, args.accelerator)
-    planner = _planner(args, catalogue, own)
+    planner = _planner(args, catalogue, _own_runs(args)[0] if args.accelerator == THIS_CPU else [])
+    accelerator = planner.accelerator(args.accelerator)
     return _sweep(args, planner, accelerator) if args.sweep else _plan(args, planner, accelerator)
 
 

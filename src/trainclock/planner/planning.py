@@ -12,6 +12,7 @@ from pathlib import Path
 from trainclock.errors import DataError, UsageError
 from trainclock.planner import calibrate, own_runs, search, suite
 from trainclock.planner.convergence import ConvergenceModel, load_convergence
+from trainclock.planner import hardware
 from trainclock.planner.hardware import THIS_CPU, Accelerator
 from trainclock.planner.mlperf_data import results_dir
 from trainclock.planner.own_runs import OwnRun
@@ -47,6 +48,15 @@ class Planner:
         self.catalogue = catalogue
         self._mlperf_dir = mlperf_dir
         self.own_runs = own_runs  # trainclock's stored runs on this machine: this-cpu's calibration
+
+    def accelerator(self, accelerator_id: str) -> Accelerator:
+        """The catalogue's accelerator; this-cpu at the matmul peaks its calibration runs measured
+        (a plan calibrated on them divides by the same), measured now where none are stored."""
+        if accelerator_id != THIS_CPU:
+            return hardware.find(self.catalogue, accelerator_id)
+        import torch  # lazily: planning a cluster never loads torch
+
+        return hardware.this_cpu(*own_runs.measured_peaks(self.own_runs, self.cost.name, torch.get_num_threads()))
 
     def mlperf_folder(self) -> Path:
         return results_dir(self._mlperf_dir)

@@ -25,16 +25,17 @@ def print_own_runs(checks: list[MemberCheck], machine: str, left_out: str, conso
         low, high = c.measured_interval
         inside += low <= c.predicted_s <= high
         table.add_row(c.member, c.precision, str(c.threads), str(len(c.rows)), f"{c.measured_s:.1f}",
-                      f"{low:.1f}-{high:.1f}", f"{c.predicted_s:.1f}", f"{c.error:+.1%}", _pct(c.mean_abs([r.error for r in c.rows])),
-                      _pct(c.mean_abs([r.timed_error for r in c.rows])),
+                      f"{low:.1f}-{high:.1f}", f"{c.predicted_s:.1f}", f"{c.error:+.1%}",
+                      _pct(c.mean_abs([r.error for r in c.rows])), _pct(c.mean_abs([r.timed_error for r in c.rows])),
                       *(_pct(c.mean_abs([r.part_error(p) for r in c.rows])) for p in PARTS[:3]))
     within = sum(abs(c.error) <= GOAL for c in checks)
     table.caption = (f"measured: the median of the tier's runs, and where the median of as many others could fall "
                      f"(bootstrap over its runs); predicted: the median of the outcomes the model gives each run at "
                      f"each other run's progress. {within} of {len(checks)} tiers within {GOAL:.0%}; {inside} "
-                     f"predicted inside the measured median's interval. Per run: mean |error| of the runs' own predictions; the time model alone trains "
-                     "each as far as it did (seed-to-seed spread of the progress to target left out); parts: "
-                     "steady training, evaluations, the rest of the timed region, each against the run's own."
+                     "predicted inside the measured median's interval. Per run: mean |error| of the runs' own "
+                     "predictions; the time model alone trains each as far as it did (seed-to-seed spread of the "
+                     "progress to target left out); parts: steady training, evaluations, the rest of the timed "
+                     "region, each against the run's own."
                      + (f" Stored runs left out: {escape(left_out)}." if left_out else ""))
     console.print(table)
 

@@ -10,9 +10,8 @@ from functools import cached_property
 from pathlib import Path
 
 from trainclock.errors import DataError, UsageError
-from trainclock.planner import calibrate, own_runs, search, suite
+from trainclock.planner import calibrate, hardware, own_runs, search, suite
 from trainclock.planner.convergence import ConvergenceModel, load_convergence
-from trainclock.planner import hardware
 from trainclock.planner.hardware import THIS_CPU, Accelerator
 from trainclock.planner.mlperf_data import results_dir
 from trainclock.planner.own_runs import OwnRun

@@ -74,6 +74,18 @@ def test_the_fit_recovers_the_efficiency_the_runs_were_timed_with():
     assert found.efficiency.eval_compute is None  # evaluations no faster than training's efficiency implies
 
 
+def test_a_first_interval_cheaper_than_the_steady_steps_makes_the_rest_negative_and_the_fit_keeps_it():
+    # steps that grow dearer as the model learns (a detector's mask head on more positive RoIs):
+    # floored at zero, the rest would overpredict every run by what the first interval saved
+    cost, truth = cost_model(MEMBER), replace(TRUE, run_overhead_s=-1.5)
+    runs = [timed_run(seed=s, truth=truth) for s in (1, 2, 3)]
+    assert runs[0].eval_spans[0][1] > 0
+    assert parts(runs[0], cost).rest == pytest.approx(-1.5, rel=1e-6)
+    assert fit(cost, CPU, runs).efficiency.run_overhead_s == pytest.approx(-1.5, rel=1e-6)
+    (check,) = leave_one_out(runs, CPU, cost_model, lambda c: load_convergence(c, lambda: Path("/nonexistent")))
+    assert all(abs(r.timed_error) < 1e-4 for r in check.rows)
+
+
 def test_runs_on_a_machine_whose_speed_drifts_are_each_timed_at_the_peak_they_measured():
     # a shared VM: the same run 1.3x slower when its measured peak is 1.3x lower
     cost = cost_model(MEMBER)
@@ -275,6 +287,7 @@ def test_plan_validate_and_plan_this_cpu_use_the_stored_runs(cli, capsys, tmp_pa
     assert f"3 stored {MEMBER} runs on this CPU ({precision}, 1 thread)" in flat
     assert f"(median of 3 stored {MEMBER} runs in {precision} on this CPU)" in flat  # their progress to target
     assert f"matmul peak 2 TFLOP/s (matmul peak: the median of the stored {MEMBER} runs' own measurements (3 in" in flat
+    assert "rest of the run +3.0 s (start-up and warm-up" in flat  # each run's first interval: 3 s over a steady one
 
 
 def test_plan_validate_says_why_it_has_no_cpu_tier_to_check(cli, capsys, tmp_path):

@@ -5,9 +5,10 @@ runs, trained as far as they needed (own_convergence), not as far as it did.
 A stored run is split as a published log is (mlperf_data.LogTiming): steady training (the time
 between one evaluation's end and the next one's start, over the steps between them), the
 evaluations (eval_start to eval_stop), and the rest of the timed region (start-up and warm-up
-inside it: the first interval's excess). The fit gives each part its number: the matmul
-efficiency that reproduces the steady step, the fixed cost of an evaluation beyond its forward
-work (or its own efficiency, where it is faster), and the run overhead. Each run is timed at the
+inside it: the first interval's excess over steady steps, negative where its steps are cheaper).
+The fit gives each part its number: the matmul efficiency that reproduces the steady step, the
+fixed cost of an evaluation beyond its forward work (or its own efficiency, where it is faster),
+and the run overhead. Each run is timed at the
 matmul peak it measured at its start: the machine's speed at the time, known before its clock.
 
 Runs are comparable only on the same kind of CPU (its name and the flags that set its matmul
@@ -198,7 +199,10 @@ def fit(cost: WorkloadCost, accelerator: Accelerator, runs: Sequence[OwnRun]) ->
         eval_compute, eval_overhead = min(EFFICIENCY_RANGE[1], compute / ratio), 0.0
     else:
         eval_compute, eval_overhead = None, max(0.0, statistics.median(p.eval_s - f for (_, p), f in zip(timed, forward)))
-    run_overhead = max(0.0, statistics.median(p.rest for _, p in timed))
+    # not floored at zero: where a step's work grows as the model learns, the first interval's steps
+    # are cheaper than the steady ones and the rest is negative (maskrcnn tiers: the mask head trains
+    # on the positive RoIs, more of them as the RPN learns; first interval 10-15% faster per step)
+    run_overhead = statistics.median(p.rest for _, p in timed)
     what = f"{run.precision}, {run.threads} thread{'s' if run.threads > 1 else ''}"
     return OwnFit(Efficiency(compute, eval_overhead, run_overhead, eval_compute), len(timed),
                   f"{len(timed)} stored {run.member} run{'s' if len(timed) > 1 else ''} on this CPU ({what})",

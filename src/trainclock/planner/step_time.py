@@ -31,6 +31,7 @@ class Efficiency:
     compute: float  # fraction of peak FLOP/s the matmuls reach
     eval_overhead_s: float = 0.0  # fixed cost of one evaluation: loader, mode switch, loss reduction
     run_overhead_s: float = 0.0  # once per run inside the timed region: start-up, warm-up, last checkpoint
+    # (a fit on own runs may make it negative: their first interval's steps cheaper than the steady ones)
     # fraction of peak the evaluation's forward matmuls reach where it differs from `compute`:
     # forward-only work, free of autograd and the backward's slower kernels, can run nearer the
     # peak (bert-mini's evaluations on a CPU take 60% of the forward time its training implies)

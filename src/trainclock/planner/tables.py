@@ -39,6 +39,11 @@ def _amount(n: float, decimals: int = 2) -> str:
     return f"{int(n):,}" if float(n).is_integer() else f"{n:,.{decimals}f}"
 
 
+def _rate(per_s: float) -> str:
+    """Units per second: whole from 100 up (tokens/s), else three significant digits (epochs/s)."""
+    return f"{per_s:,.0f}" if per_s >= 100 else f"{per_s:.3g}"
+
+
 def _singular(unit: str) -> str:
     return unit.removesuffix("s")
 
@@ -77,7 +82,11 @@ def print_plan(p: Prediction, calibrated: Calibrated, found: SearchResult | None
         (f"{unit} to target", f"{_amount(p.units)} ({p.samples_source})"),
         ("training", f"{p.steps:,} steps x {s.step_s:.3f} s = {p.train_s:,.1f} s"),
         ("evaluation", f"{p.evaluations} evaluations x {p.eval_s:.2f} s = {p.evals_s:,.1f} s"),
-        ("throughput", f"{_amount(p.units_per_s, 0)} {unit}/s training; MFU {p.mfu:.1%} of {p.plan.precision} peak"),
+        *([("rest of the run", f"{p.run_overhead_s:+,.1f} s " + (
+            "(start-up and warm-up inside the timed region)" if p.run_overhead_s > 0
+            else "(the calibration runs' first interval trained faster than their steady steps)"))]
+          if p.run_overhead_s else []),
+        ("throughput", f"{_rate(p.units_per_s)} {unit}/s training; MFU {p.mfu:.1%} of {p.plan.precision} peak"),
         *([("[bold red]warning", "[bold red]this layout does not fit in memory (table below): it cannot run as given")]
           if not p.memory.fits else []),
     ]))

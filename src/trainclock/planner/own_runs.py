@@ -8,8 +8,8 @@ evaluations (eval_start to eval_stop), and the rest of the timed region (start-u
 inside it: the first interval's excess over steady steps, negative where its steps are cheaper).
 The fit gives each part its number: the matmul efficiency that reproduces the steady step, the
 fixed cost of an evaluation beyond its forward work (or its own efficiency, where it is faster),
-and the run overhead. Each run is timed at the
-matmul peak it measured at its start: the machine's speed at the time, known before its clock.
+and the run overhead. Each run is timed at the matmul peak it measured at its start: the
+machine's speed at the time, known before its clock.
 
 Runs are comparable only on the same kind of CPU (its name and the flags that set its matmul
 speed: one Xeon name covers AMX machines and machines without bf16 instructions), precision and

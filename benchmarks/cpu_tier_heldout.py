@@ -17,21 +17,14 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from trainclock.commands.stored_runs import read_stored_runs
-from trainclock.device.system import cpu_identity
+from trainclock.commands.stored_runs import read_this_machines_runs
 from trainclock.errors import DataError
 from trainclock.planner.convergence import load_convergence
 from trainclock.planner.hardware import this_cpu
 from trainclock.planner.mlperf_data import results_dir
-from trainclock.planner.own_runs import (OwnRun, MemberCheck, RunCheck, cpu_plan, fit, measured_peaks,
-                                         own_convergence, parts, predict_run, same_machine)
+from trainclock.planner.own_runs import OwnRun, MemberCheck, check_run, cpu_plan, fit, measured_peaks, own_convergence
 from trainclock.planner.predict import predict
 from trainclock.planner.workload import cost_model
-
-
-def this_machines(db: str) -> list[OwnRun]:
-    cpu = cpu_identity()
-    return [r for r in read_stored_runs(db).runs if same_machine(r, cpu)]
 
 
 def main() -> None:
@@ -40,7 +33,7 @@ def main() -> None:
     parser.add_argument("held_out", help="results store of later runs to predict")
     args = parser.parse_args()
     try:
-        calibration, held_out = this_machines(args.calibration), this_machines(args.held_out)
+        calibration, held_out = [read_this_machines_runs(db).runs for db in (args.calibration, args.held_out)]
     except DataError as error:
         raise SystemExit(f"cpu_tier_heldout: {error}") from None
     groups: dict[tuple, list[OwnRun]] = {}
@@ -58,12 +51,10 @@ def main() -> None:
         if fitted is None:
             continue
         convergence = own_convergence(cost, runs, load_convergence(cost, lambda: results_dir(None)))
-        # a MemberCheck over the held-out runs, each with its outcomes at every calibration run's progress
-        rows = tuple(RunCheck(r, parts(r, cost), predict_run(cost, machine, r, fitted.efficiency, convergence),
-                              predict_run(cost, machine, r, fitted.efficiency, None, r.samples),
-                              tuple(predict_run(cost, machine, r, fitted.efficiency, None, o.samples).time_to_train_s
-                                    for o in runs)) for r in later)
-        check = MemberCheck(group[0], group[1], group[2], rows, "calibration store")
+        # the held-out runs, each with its outcomes at every calibration run's progress
+        check = MemberCheck(group[0], group[1], group[2],
+                            tuple(check_run(cost, machine, r, fitted.efficiency, convergence, runs) for r in later),
+                            "calibration store")
         planned = predict(cost, machine, runs[0].global_batch_size, cpu_plan(runs[0]), fitted.efficiency,
                           convergence).time_to_train_s
         low, high = check.measured_interval

@@ -79,20 +79,14 @@ def _planner(args, catalogue, own_runs):
 def _own_runs(args):
     """(the stored runs timed on this kind of CPU in one process, the StoredRuns read); no runs
     where the store cannot be read (this-cpu then falls back to the reference runs' MFU)."""
-    from trainclock.commands.stored_runs import StoredRuns, read_stored_runs
-    from trainclock.device.system import cpu_identity
+    from trainclock.commands.stored_runs import StoredRuns, read_this_machines_runs
     from trainclock.errors import DataError
-    from trainclock.planner.own_runs import same_machine
 
     try:
-        stored = read_stored_runs(args.db)
+        stored = read_this_machines_runs(args.db)
     except DataError:
         return [], StoredRuns()
-    cpu = cpu_identity()  # reads /proc/cpuinfo: once, not per run
-    mine = [r for r in stored.runs if same_machine(r, cpu)]
-    if len(stored.runs) > len(mine):
-        stored.left_out["on another kind of CPU, or in several processes"] += len(stored.runs) - len(mine)
-    return mine, stored
+    return stored.runs, stored
 
 
 def _layout_fields(args) -> dict[str, object]:

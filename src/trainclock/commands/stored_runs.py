@@ -44,6 +44,21 @@ def read_stored_runs(db: str | None) -> StoredRuns:
     return found
 
 
+def read_this_machines_runs(db: str | None) -> StoredRuns:
+    """The stored runs timed on this kind of CPU in one process (what this-cpu calibrates on), the
+    others counted as left out; DataError if the store cannot be read."""
+    from trainclock.device.system import cpu_identity
+    from trainclock.planner.own_runs import same_machine
+
+    stored = read_stored_runs(db)
+    cpu = cpu_identity()  # reads /proc/cpuinfo: once, not per run
+    mine = [r for r in stored.runs if same_machine(r, cpu)]
+    if len(stored.runs) > len(mine):
+        stored.left_out["on another kind of CPU, or in several processes"] += len(stored.runs) - len(mine)
+    stored.runs = mine
+    return stored
+
+
 def own_run(row: FinishedRun) -> tuple[OwnRun | None, str]:
     """The run as the planner reads it, or None and why it cannot be used."""
     header = row.header if isinstance(row.header, dict) else {}

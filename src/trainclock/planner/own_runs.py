@@ -289,6 +289,18 @@ class MemberCheck:
         return statistics.fmean(found) if found else None
 
 
+def check_run(cost: WorkloadCost, accelerator: Accelerator, run: OwnRun, efficiency: Efficiency,
+              convergence: ConvergenceModel, others: Sequence[OwnRun] = ()) -> RunCheck:
+    """`run` against the model fitted on other runs (`efficiency`): to `convergence`'s progress, to
+    its own, and at the progress of each of `others` (the runs that progress stands for; none where
+    it is not theirs, the prediction's own time then)."""
+    predicted = predict_run(cost, accelerator, run, efficiency, convergence)
+    outcomes = (tuple(predict_run(cost, accelerator, run, efficiency, None, o.samples).time_to_train_s for o in others)
+                or (predicted.time_to_train_s,))
+    return RunCheck(run, parts(run, cost), predicted, predict_run(cost, accelerator, run, efficiency, None, run.samples),
+                    outcomes)
+
+
 def own_convergence(cost: WorkloadCost, runs: Sequence[OwnRun], reference: ConvergenceModel) -> ConvergenceModel:
     """How far the member trains to its target in the runs' precision on this CPU: the median
     progress of its stored runs, where at least MIN_PROGRESS_RUNS of them trained at one batch
@@ -324,11 +336,8 @@ def leave_one_out(runs: Sequence[OwnRun], accelerator: Accelerator, cost_of: Cal
                 continue
             convergence = own_convergence(cost, rest, reference)
             sources.add("the tier's other stored runs" if convergence is not reference else reference.source)
-            predicted = predict_run(cost, accelerator, run, others.efficiency, convergence)
-            outcomes = (tuple(predict_run(cost, accelerator, run, others.efficiency, None, o.samples).time_to_train_s
-                              for o in rest) if convergence is not reference else (predicted.time_to_train_s,))
-            rows.append(RunCheck(run, parts(run, cost), predicted,
-                                 predict_run(cost, accelerator, run, others.efficiency, None, run.samples), outcomes))
+            rows.append(check_run(cost, accelerator, run, others.efficiency, convergence,
+                                  rest if convergence is not reference else ()))
         if rows:
             checks.append(MemberCheck(member, precision, threads, tuple(rows), "; ".join(sorted(sources))))
     return checks

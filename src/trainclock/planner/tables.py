@@ -34,9 +34,9 @@ def _count(n: float) -> str:
     return f"{n / 1e9:,.1f}B" if n >= 1e9 else f"{n / 1e6:,.1f}M"
 
 
-def _amount(n: float, decimals: int = 2) -> str:
-    """A count in a progress unit: whole when it is whole (tokens), else with decimals (epochs)."""
-    return f"{int(n):,}" if float(n).is_integer() else f"{n:,.{decimals}f}"
+def _amount(n: float) -> str:
+    """A count in a progress unit: whole when it is whole (tokens), else with two decimals (epochs)."""
+    return f"{int(n):,}" if float(n).is_integer() else f"{n:,.2f}"
 
 
 def _rate(per_s: float) -> str:

@@ -70,7 +70,7 @@ def main() -> None:
     for label, precision, compiled in modes:
         # starts from the tier's phase-1 checkpoint
         job = WORKLOAD.build_job(spec, ctx, CPU, 1, RunSettings(compile=compiled))
-        batches = [job.batch(s) for s in range(args.steps + 1)]  # the loop's own batches, for both loops
+        batches = [job.batch(s, slice(0, job.global_batch_size)) for s in range(args.steps + 1)]  # the loop's own batches, for both loops
         plain = plain_step(job, precision, batches, compiled)  # copies the start weights before trainclock trains
         optimizer, autocast = job.optimizer.build(job.model), autocast_for(precision)
 

@@ -55,7 +55,7 @@ def main() -> None:
     print(f"{name}: {spec.global_batch_size} images of {spec.shape.min_size} px per step, {args.steps} timed steps, "
           f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}")
     job = workload.build_job(spec, ctx, CPU, 1, RunSettings())  # the tier's mosaics, cached
-    batches = [job.batch(s) for s in range(args.steps + 1)]  # the loop's own batches, for both loops
+    batches = [job.batch(s, slice(0, job.global_batch_size)) for s in range(args.steps + 1)]  # the loop's own batches, for both loops
     plain = plain_step(job, batches)
     optimizer = job.optimizer.build(job.model)
 

@@ -90,9 +90,9 @@ def main() -> None:
     ctx = single_process()
     for precision in ("fp32", "bf16"):
         job = WORKLOAD.build_job(spec, ctx, CPU, 1, RunSettings())
-        loader = timed(job.batch, args.steps, first=1, warm_up=1)
+        loader = timed(lambda s: job.batch(s, slice(0, job.global_batch_size)), args.steps, first=1, warm_up=1)
         print(f"  loader alone: {gbs / loader:10,.0f} samples/s (memory-mapped day files, hashed ids)")
-        batches = [job.batch(s) for s in range(args.steps + 1)]  # the loop's own batches, for both loops
+        batches = [job.batch(s, slice(0, job.global_batch_size)) for s in range(args.steps + 1)]  # the loop's own batches, for both loops
         plain = plain_step(job, precision, batches, multi_hot, spec.learning_rate)  # copies the start weights
         optimizer, autocast = job.optimizer.build(job.model), autocast_for(precision)
 

@@ -56,7 +56,7 @@ def step_alone(member: str, samples: int, precision: str) -> float:
     steps = max(samples // job.global_batch_size, 1)
     start = time.perf_counter()
     for s in range(steps):  # the batch is the loop's own work too: a bare step still assembles its batch
-        train_step(job, optimizer, job.batches.rows(job.batch(s), rows), micro, autocast, CPU, ctx)
+        train_step(job, optimizer, job.batch(s, rows), micro, autocast, CPU, ctx)
     seconds = time.perf_counter() - start
     return steps * job.global_batch_size * job.progress.units_per_sample / seconds
 

@@ -115,7 +115,7 @@ def main() -> None:
             optimizer, autocast = job.optimizer.build(job.model), autocast_for(precision)
 
             def ours(step: int) -> None:
-                batch = job.batches.rows(job.batch(step), slice(0, gbs))
+                batch = job.batch(step, slice(0, gbs))
                 train_step(job, optimizer, batch, job.micro_batch_size, autocast, CPU, ctx)
 
             row = {}
@@ -131,7 +131,7 @@ def main() -> None:
     for workers in sorted({0, 1, args.workers}):
         ours_alone = StepLoader(folder.train, spec.transforms, 1, gbs, slice(0, gbs), workers)
         plain_alone = iter(plain_loader(root, spec, workers))
-        print(f"  loader alone, {workers} worker(s): trainclock {loader_alone(ours_alone, args.steps, gbs):7,.0f} "
+        print(f"  loader alone, {workers} worker(s): trainclock {loader_alone(lambda s: ours_alone(s, slice(0, gbs)), args.steps, gbs):7,.0f} "
               f"images/s, torchvision ImageFolder {loader_alone(lambda _s: next(plain_alone), args.steps, gbs):7,.0f} "
               "images/s")
 

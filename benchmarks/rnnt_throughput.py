@@ -133,7 +133,7 @@ def main() -> None:
     ctx = single_process()
     for precision in ("fp32", "bf16"):
         job = WORKLOAD.build_job(spec, ctx, CPU, 1, RunSettings())  # the tier's speech, cached
-        batches = [job.batch(s) for s in range(args.steps + 1)]  # the loop's own batches, for both loops
+        batches = [job.batch(s, slice(0, job.global_batch_size)) for s in range(args.steps + 1)]  # the loop's own batches, for both loops
         audio_s = sum(float(b["feat_lens"].sum()) * spec.features.subsampling * spec.features.hop_s
                       for b in batches[1:]) / args.steps
         plain = plain_step(job, spec, precision, batches)

@@ -67,7 +67,7 @@ def main() -> None:
     ctx = single_process()
     for precision in ("fp32", "bf16"):
         job = WORKLOAD.build_job(spec, ctx, CPU, 1, RunSettings())
-        batches = [job.batch(s) for s in range(args.steps + 1)]
+        batches = [job.batch(s, slice(0, job.global_batch_size)) for s in range(args.steps + 1)]
         plain = plain_step(job, precision, batches)
         optimizer, autocast = job.optimizer.build(job.model), autocast_for(precision)
 

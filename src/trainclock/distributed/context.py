@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
 
+from trainclock.distributed import collectives
 from trainclock.distributed.env import DistEnv, current
 from trainclock.distributed.layout import Layout
 from trainclock.errors import TrainclockError
@@ -39,10 +40,10 @@ class ParallelContext:
         return slice(self.dp_rank * per_rank, (self.dp_rank + 1) * per_rank)
 
     def dp_sum(self, value: torch.Tensor) -> torch.Tensor:
-        """Sum over the data-parallel ranks (tensor-parallel peers hold the same value)."""
+        """Sum over the data-parallel ranks (tensor-parallel peers hold the same value), on the
+        device `value` is on: no host read, so the loop can sum a step's loss without waiting."""
         if self.mesh is not None and self.dp_size > 1:
-            value = value.clone()
-            dist.all_reduce(value, group=self.mesh["dp"].get_group())
+            return collectives.all_reduce(value, group=self.mesh["dp"].get_group())
         return value
 
     def dp_gather(self, items: list) -> list:
@@ -59,9 +60,9 @@ class ParallelContext:
         """True on every rank if it is true on any: stop decisions must be collective."""
         if not self.env.distributed:
             return flag
-        t = torch.tensor([int(flag)], device="cuda" if dist.get_backend() == "nccl" else "cpu")
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        return bool(t.item())
+        # made on the communication device: NCCL refuses a CPU tensor
+        t = torch.tensor([int(flag)], device=collectives.comm_device())
+        return bool(collectives.all_reduce(t, op=dist.ReduceOp.MAX).item())
 
     def grad_sync(self, model: torch.nn.Module, enabled: bool):
         """Skip the gradient all-reduce on all but the last micro-batch of a step."""

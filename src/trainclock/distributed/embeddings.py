@@ -30,6 +30,7 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Shard, distribute_tensor
 
+from trainclock.distributed import collectives
 from trainclock.distributed.grads import SHARD_GROUP
 from trainclock.errors import UsageError
 
@@ -164,9 +165,7 @@ class ShardedEmbeddingBagCollection(nn.Module):
     def _batch_sizes(self, batch: int, device: torch.device) -> list[int]:
         """Every rank's batch size: evaluation's last forwards differ between ranks."""
         mine = torch.tensor([batch], dtype=torch.int64, device=device)
-        every = [torch.zeros_like(mine) for _ in range(self.ranks)]
-        dist.all_gather(every, mine, group=self.group)
-        return [int(s) for s in every]
+        return [int(s) for s in collectives.all_gather(mine, group=self.group)]
 
     def _table_wise(self, ids: torch.Tensor, sizes: list[int]) -> torch.Tensor:
         batch, owned_by = ids.shape[0], self.owned_by
@@ -175,7 +174,7 @@ class ShardedEmbeddingBagCollection(nn.Module):
         send = torch.cat([torch.cat([ids[:, slice(*self.columns[t])] for t in owned_by[r]], dim=1).reshape(-1)
                           for r in range(self.ranks)])
         got = torch.empty(sum(sizes) * width[self.rank], dtype=ids.dtype, device=ids.device)
-        dist.all_to_all_single(got, send, [s * width[self.rank] for s in sizes],
+        collectives.all_to_all_single(got, send, [s * width[self.rank] for s in sizes],
                                [batch * w for w in width], group=self.group)
         mine = got.view(sum(sizes), width[self.rank])
         bags = mine.split([self.bag_sizes[t] for t in self.mine], dim=1)
@@ -195,9 +194,7 @@ class ShardedEmbeddingBagCollection(nn.Module):
     def _row_wise(self, ids: torch.Tensor, sizes: list[int]) -> torch.Tensor:
         most = max(sizes)
         padded = F.pad(ids, (0, 0, 0, most - ids.shape[0]))
-        every = [torch.empty_like(padded) for _ in range(self.ranks)]
-        dist.all_gather(every, padded, group=self.group)
-        all_ids = torch.cat(every)  # (ranks x most, columns): rank r's samples at r x most
+        all_ids = torch.cat(collectives.all_gather(padded, group=self.group))  # (ranks x most, columns): rank r's samples at r x most
         partial = []
         for t, (first, last) in enumerate(self.row_range):
             weight = getattr(self, str(t)).weight.to_local()

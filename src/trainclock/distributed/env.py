@@ -13,6 +13,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from trainclock.distributed.collectives import backend_for
+
 
 @dataclass(frozen=True)
 class DistEnv:
@@ -65,7 +67,7 @@ def die_with_agent() -> None:
 
 
 def init_process_group(env: DistEnv, device: torch.device) -> None:
-    """gloo on CPU, NCCL on GPU, chosen from the device."""
+    """gloo on CPU, NCCL on GPU, chosen from the device (collectives.backend_for)."""
     if not env.distributed or dist.is_initialized():
         return
     if under_torchrun():
@@ -77,8 +79,7 @@ def init_process_group(env: DistEnv, device: torch.device) -> None:
     # torchrun's store outlives a restarted worker group: a prefix per attempt keeps the new group
     # from reading the dead group's addresses (gloo then fails with "connection refused").
     store = dist.PrefixStore(f"trainclock/attempt-{env.restart_count}", store)
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=store, rank=rank,
-                            world_size=world_size, timeout=timeout)
+    dist.init_process_group(backend_for(device), store=store, rank=rank, world_size=world_size, timeout=timeout)
 
 
 def destroy_process_group() -> None:

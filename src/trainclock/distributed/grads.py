@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import torch
-import torch.distributed as dist
 from torch.distributed.tensor import DTensor
+
+from trainclock.distributed.collectives import all_reduce
 
 SHARD_GROUP = "trainclock_shard_group"
 
@@ -40,9 +41,7 @@ def grad_norm(params: Iterable[torch.nn.Parameter]) -> torch.Tensor:
         norm = torch.nn.utils.get_total_norm([p.grad for p in kind])
         group = getattr(kind[0], SHARD_GROUP, None) if not isinstance(kind[0].grad, DTensor) else None
         if group is not None:  # every rank of the group holds such parameters (it is built so)
-            square = norm.double().pow(2)
-            dist.all_reduce(square, group=group)
-            norm = square.sqrt().to(norm.dtype)
+            norm = all_reduce(norm.double().pow(2), group=group).sqrt().to(norm.dtype)
         norms.append(norm.full_tensor() if isinstance(norm, DTensor) else norm)
     if not norms:
         return torch.zeros(())

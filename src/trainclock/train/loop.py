@@ -36,6 +36,9 @@ class TrainOptions:
     full_curve: bool = False  # reference runs that fix a target: train the whole budget, never stop at one
     profile_steps: int = 0  # with profile_trace: torch.profiler over this many steps (train.profile)
     profile_trace: Path | None = None
+    # steps between host reads of the losses (and of the time limit): a read waits for the device to
+    # finish, so a GPU's queue runs dry at every one; losses are kept per step on the device meanwhile
+    log_every_steps: int = 10
 
 
 @dataclass
@@ -98,7 +101,7 @@ def warm_up(job: TrainJob, options: TrainOptions, ctx: ParallelContext, compiled
     """One forward/backward (and with compile, one evaluation) before the clock starts, so
     compilation and first-touch memory costs land in init, as MLPerf allows. No weights change."""
     autocast = autocast_context(options)
-    mine = job.batches.rows(job.batch(0), ctx.dp_slice(job.global_batch_size))
+    mine = job.batch(0, ctx.dp_slice(job.global_batch_size))
     with autocast():
         if isinstance(job.model, PipelineModel):  # a pipeline stage runs the whole schedule
             job.model.step(job.batches.to(mine, options.device))
@@ -111,21 +114,24 @@ def warm_up(job: TrainJob, options: TrainOptions, ctx: ParallelContext, compiled
 
 
 def train_step(job: TrainJob, optimizer: torch.optim.Optimizer, batch, micro_batch_size: int, autocast,
-               device: torch.device, ctx: ParallelContext, profiler=NO_PROFILER) -> tuple[torch.Tensor, float]:
+               device: torch.device, ctx: ParallelContext,
+               profiler=NO_PROFILER) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One optimizer step over this rank's rows of a global batch, accumulating gradients over
     micro-batches; data-parallel wrappers average the gradients across ranks. Returns the sum
-    of the micro-batch mean losses (not synchronised) and the gradient norm before clipping."""
+    of the micro-batch mean losses (not synchronised) and, where the workload clips, the gradient
+    norm before clipping: both stay on the device (reading them would wait for the step to end)."""
     model, clip_norm = job.model, job.optimizer.gradient_clip_norm
+    total = None
     if isinstance(model, PipelineModel):  # the pipeline schedule does the micro-batches itself
         with profiler.region(FORWARD_BACKWARD), autocast():
             loss_sum = model.step(job.batches.to(batch, device))
         with profiler.region(OPTIMIZER):
-            total = model.grad_square_sum().sqrt()
             if clip_norm is not None:
+                total = model.grad_square_sum().sqrt()
                 clip_grads_with_norm(model.parameters(), clip_norm, total)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-        return loss_sum, float(total)
+        return loss_sum, total
     with profiler.region(FORWARD_BACKWARD):
         micro_batches = job.batches.micro_batches(batch, micro_batch_size)
         n_micro = len(micro_batches)
@@ -137,22 +143,58 @@ def train_step(job: TrainJob, optimizer: torch.optim.Optimizer, batch, micro_bat
                 (loss / n_micro).backward()
             loss_sum += loss.detach() / n_micro
     with profiler.region(OPTIMIZER):
-        params = list(model.parameters())
-        total = grad_norm(params)
-        if clip_norm is not None:
+        if clip_norm is not None:  # clipping scales by min(1, max/norm) on the device: no host read
+            params = list(model.parameters())
+            total = grad_norm(params)
             clip_grads_with_norm(params, clip_norm, total)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-    return loss_sum, float(total)
+    return loss_sum, total
 
 
 def evaluate(job: TrainJob, autocast, ctx: ParallelContext) -> dict[str, float]:
     """The metrics over the whole validation set: each data-parallel rank scores its shard, the
     statistics are summed (and predictions gathered) across ranks, then the workload scores them."""
     shard = job.evaluate(job.model, autocast, (ctx.dp_rank, ctx.dp_size))
-    reduced = EvalShard(sums={k: ctx.dp_sum(v.to(torch.float64).cpu()) for k, v in shard.sums.items()},
+    reduced = EvalShard(sums={k: ctx.dp_sum(v.to(torch.float64)) for k, v in shard.sums.items()},
                         gathered=ctx.dp_gather(shard.gathered))
     return job.score(reduced)
+
+
+@dataclass
+class _Pending:
+    """A step whose loss (and gradient norm) is still on the device, waiting for the next read."""
+
+    step: int
+    samples: int
+    lr: float
+    time_s: float
+    loss: torch.Tensor
+    grad_norm: torch.Tensor | None
+
+
+@dataclass
+class _Read:
+    """The steps of one read: their losses averaged over the data-parallel ranks, as floats."""
+
+    steps: list[_Pending]
+    losses: list[float]
+    grad_norms: list[float | None]
+    seconds: float  # wall time of these steps, up to the end of the read (the device has finished them)
+
+    def first_not_finite(self) -> int | None:
+        return next((i for i, loss in enumerate(self.losses) if not math.isfinite(loss)), None)
+
+
+def _read(pending: list[_Pending], ctx: ParallelContext, started: float) -> _Read:
+    """One host read for all pending steps: a single all-reduce of their losses, then one copy."""
+    losses = ctx.dp_sum(torch.stack([p.loss for p in pending]).double()) / ctx.dp_size
+    norms = [p.grad_norm for p in pending if p.grad_norm is not None]
+    values = torch.cat([losses, torch.stack(norms).double()]).tolist() if norms else losses.tolist()
+    norm_values = iter(values[len(pending):])
+    return _Read(list(pending), values[:len(pending)],
+                 [next(norm_values) if p.grad_norm is not None else None for p in pending],
+                 time.perf_counter() - started)
 
 
 def train(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions, log: RunLog, metrics: IO[str],
@@ -185,36 +227,50 @@ def _train_loop(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainO
     count_key = job.progress.log_key
     block_count = job.progress.log_count(job.eval_schedule.every)
     clock_start = time.perf_counter() - state.elapsed_seconds
+    pending: list[_Pending] = []
+    interval_start = time.perf_counter()
     while True:
-        t0 = time.perf_counter()
         lr = job.optimizer.lr_at(state.steps)
         for group in optimizer.param_groups:
             group["lr"] = lr
         with profiler.region(BATCH):
-            batch = job.batches.rows(job.batch(state.steps), rows)
-        loss_sum, grad_norm = train_step(job, optimizer, batch, micro, autocast, device, ctx, profiler)
-        with profiler.region(LOSS_SYNC):
-            loss_value = float(ctx.dp_sum(loss_sum.double().cpu()) / ctx.dp_size)  # synchronises: the time is real
-        step_seconds = time.perf_counter() - t0
-
+            batch = job.batch(state.steps, rows)
+        loss_sum, norm = train_step(job, optimizer, batch, micro, autocast, device, ctx, profiler)
         state.steps += 1
         state.samples += job.global_batch_size
-        state.train_seconds += step_seconds
-        state.final_loss = loss_value
         state.elapsed_seconds = time.perf_counter() - clock_start
-        count_now = job.progress.log_count(state.samples)
-        units = state.samples * job.progress.units_per_sample
+        pending.append(_Pending(state.steps - 1, state.samples, lr, state.elapsed_seconds, loss_sum, norm))
+        evaluating = state.samples >= state.next_eval or state.samples >= max_samples
+        checkpointing = (checkpoint is not None and options.checkpoint_every_steps
+                         and state.steps % options.checkpoint_every_steps == 0)
+        if not (evaluating or checkpointing or len(pending) >= options.log_every_steps):
+            profiler.stepped()
+            continue  # no host read: the device runs ahead
+
+        with profiler.region(LOSS_SYNC):
+            done = _read(pending, ctx, interval_start)  # waits for the device: the time is real
+        pending = []
+        state.train_seconds += done.seconds
+        rate = units_per_step * len(done.steps) / done.seconds
+        diverged_at = done.first_not_finite()
+        kept = len(done.steps) if diverged_at is None else diverged_at + 1
         with profiler.region(LOGGING):
-            _write(metrics, {"step": state.steps - 1, "samples": state.samples, "units": units,
-                             "time_s": round(state.elapsed_seconds, 4), "loss": loss_value, "lr": lr,
-                             "grad_norm": grad_norm, "units_per_s": units_per_step / step_seconds})
-        if not math.isfinite(loss_value):
-            log.event("trainclock_diverged", None, metadata={count_key: count_now})
+            for step, loss, grad in zip(done.steps[:kept], done.losses, done.grad_norms):
+                _write(metrics, {"step": step.step, "samples": step.samples,
+                                 "units": step.samples * job.progress.units_per_sample, "time_s": round(step.time_s, 4),
+                                 "loss": loss, "lr": step.lr, **({"grad_norm": grad} if grad is not None else {}),
+                                 "units_per_s": rate})
+        state.final_loss = done.losses[kept - 1]
+        if diverged_at is not None:
+            log.event("trainclock_diverged", None,
+                      metadata={count_key: job.progress.log_count(done.steps[diverged_at].samples)})
             state.diverged = True
             break
 
+        count_now = job.progress.log_count(state.samples)
+        units = state.samples * job.progress.units_per_sample
         reached = False
-        if state.samples >= state.next_eval or state.samples >= max_samples:
+        if evaluating:
             log.end("block_stop", metadata={"first_epoch_num": state.block_first})
             log.start("eval_start", metadata={count_key: count_now})
             with profiler.region(EVALUATION):
@@ -237,7 +293,7 @@ def _train_loop(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainO
             state.block_first = count_now
             state.elapsed_seconds = time.perf_counter() - clock_start
         with profiler.region(LOGGING):
-            progress.stepped(state.steps, state.samples, loss_value, units_per_step / step_seconds)
+            progress.stepped(state.steps, state.samples, state.final_loss, rate)
         profiler.stepped()
         if reached:
             state.status = "success"
@@ -247,8 +303,9 @@ def _train_loop(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainO
             break
         if state.block_first == count_now:
             log.start("block_start", metadata={"first_epoch_num": state.block_first, "epoch_count": block_count})
-        if checkpoint is not None and options.checkpoint_every_steps and state.steps % options.checkpoint_every_steps == 0:
+        if checkpointing:
             checkpoint(state)
+        interval_start = time.perf_counter()  # evaluation, logging and checkpoints are not training time
     if state.block_first != job.progress.log_count(state.samples):
         log.end("block_stop", metadata={"first_epoch_num": state.block_first})
     if "train_samples" not in job.log_keys:  # some rules want the training set's size, logged at init by the job

@@ -101,7 +101,9 @@ class TrainJob:
     benchmark: str  # the MLPerf key (submission_benchmark), e.g. "gpt3"
     division: str  # "closed" only when model, data and hyperparameters are MLPerf's own
     model: nn.Module
-    batch: Callable[[int], Any]  # the global batch of optimizer step n (any structure the workload likes)
+    # batch(n, rows): rows `rows` (a data-parallel rank's slice) of the global batch of optimizer step n, built
+    # from (seed, n, rows) alone, identical to the same rows of a whole batch: a rank builds only its own
+    batch: Callable[[int, slice], Any]
     loss: Callable[[nn.Module, Any], torch.Tensor]  # mean training loss of a micro-batch on the device
     evaluate: Callable[[nn.Module, Autocast, tuple[int, int]], EvalShard]  # shard (rank, ranks) of the eval set
     score: Callable[[EvalShard], dict[str, float]]  # metric values from the reduced statistics

@@ -24,7 +24,7 @@ def direct_count(tmp_path, member: str, benchmark: str) -> tuple[float, dict[str
     masks = benchmark == "maskrcnn"
     root = write_layout(tmp_path, "coco", train=IMAGES, val=1, side=spec.shape.min_size)
     split = load_split(root, "train", first_label=1 if masks else 0, keep_empty=False)
-    batch = TrainBatches(split, 0, IMAGES, slice(0, IMAGES), masks=masks)(0)
+    batch = TrainBatches(split, 0, IMAGES, masks=masks)(0, slice(0, IMAGES))
     torch.manual_seed(0)
     model = build_model(spec.shape).train()
     rois = {"box": 0, "mask": 0}

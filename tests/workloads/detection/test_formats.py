@@ -54,10 +54,10 @@ def test_crowd_and_empty_boxes_are_skipped_and_evaluation_keeps_empty_images(tmp
 def test_flip_and_batches_are_a_function_of_seed_and_step(tmp_path):
     root = write_layout(tmp_path, "coco")
     split = load_split(root, "train", first_label=1, keep_empty=False)
-    whole = TrainBatches(split, 3, 4, slice(0, 4), masks=True)(5)
-    half = TrainBatches(split, 3, 4, slice(2, 4), masks=True)(5)  # a second rank, or a resume at step 5
-    assert half["images"][:2] == [None, None]
-    for a, b in zip(whole["images"][2:], half["images"][2:]):
+    whole = TrainBatches(split, 3, 4, masks=True)(5, slice(0, 4))
+    half = TrainBatches(split, 3, 4, masks=True)(5, slice(2, 4))  # a second rank, or a resume at step 5
+    assert len(half["images"]) == 2
+    for a, b in zip(whole["images"][2:], half["images"]):
         assert torch.equal(a, b)
     image, target = whole["images"][0], whole["targets"][0]
     again, back = hflip(*hflip(image, target))

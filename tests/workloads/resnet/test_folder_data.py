@@ -14,7 +14,7 @@ from PIL import Image
 from tests.workloads.resnet.trees import truncate, write_tree
 from trainclock.errors import DataError
 from trainclock.workloads.resnet.data.folder import scan
-from trainclock.workloads.resnet.data.loader import EvalLoader, ImageBatches, StepLoader
+from trainclock.workloads.resnet.data.loader import EvalLoader, StepLoader
 from trainclock.workloads.resnet.data.transforms import ImageTransforms, crop_box, eval_image, train_image
 
 SMALL = ImageTransforms(crop=16, resize=18)
@@ -78,10 +78,9 @@ def test_two_ranks_and_workers_see_the_rows_one_process_sees(tmp_path):
     split = scan(write_tree(tmp_path, classes=2, per_class=5)).train  # 10 images: batches cross epochs
     whole = StepLoader(split, SMALL, seed=3, global_batch=4, rows=slice(0, 4), workers=0)
     halves = [StepLoader(split, SMALL, seed=3, global_batch=4, rows=slice(r * 2, r * 2 + 2), workers=1) for r in (0, 1)]
-    batches = ImageBatches()
     for step in range(6):
-        full = batches.rows(whole(step), slice(0, 4))
-        parts = [batches.rows(h(step), slice(r * 2, r * 2 + 2)) for r, h in enumerate(halves)]
+        full = whole(step, slice(0, 4))
+        parts = [h(step, slice(r * 2, r * 2 + 2)) for r, h in enumerate(halves)]
         assert torch.equal(full["image"], torch.cat([p["image"] for p in parts]))
         assert torch.equal(full["label"], torch.cat([p["label"] for p in parts]))
     # each epoch visits every image once
@@ -92,10 +91,11 @@ def test_two_ranks_and_workers_see_the_rows_one_process_sees(tmp_path):
 def test_a_restart_at_any_step_gives_that_steps_batch(tmp_path):
     split = scan(write_tree(tmp_path)).train
     running = StepLoader(split, SMALL, seed=5, global_batch=4, rows=slice(0, 4), workers=1)
-    expected = [running(s).images for s in range(5)]
+    rows = slice(0, 4)
+    expected = [running(s, rows)["image"] for s in range(5)]
     resumed = StepLoader(split, SMALL, seed=5, global_batch=4, rows=slice(0, 4), workers=1)
-    assert torch.equal(resumed(3).images, expected[3]) and torch.equal(resumed(4).images, expected[4])
-    assert resumed(4) is resumed(4)  # the warm-up's batch is step 0's: not drawn twice
+    assert torch.equal(resumed(3, rows)["image"], expected[3]) and torch.equal(resumed(4, rows)["image"], expected[4])
+    assert resumed(4, rows) is resumed(4, rows)  # the warm-up's batch is step 0's: not drawn twice
 
 
 def test_a_truncated_jpeg_is_a_one_line_error_through_the_workers(tmp_path):
@@ -105,7 +105,7 @@ def test_a_truncated_jpeg_is_a_one_line_error_through_the_workers(tmp_path):
         truncate(__import__("pathlib").Path(path))
     loader = StepLoader(folder.train, SMALL, seed=1, global_batch=4, rows=slice(0, 4), workers=1)
     with pytest.raises(DataError, match="cannot decode image .*JPEG.*replace or delete") as e:
-        loader(0)
+        loader(0, slice(0, 4))
     assert "\n" not in str(e.value)
     with pytest.raises(DataError, match="cannot decode image"):
         list(EvalLoader(folder.val, SMALL, micro=2, shard=(0, 1), workers=1))

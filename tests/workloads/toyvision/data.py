@@ -22,9 +22,9 @@ def make_split(n: int, split_seed: int) -> dict[str, torch.Tensor]:
     return {"image": images, "label": labels}
 
 
-def train_batch(train: dict[str, torch.Tensor], seed: int, step: int, batch: int) -> dict[str, torch.Tensor]:
-    """Step `step`'s global batch: a function of (seed, step) alone, so any rank and any resume
-    draws the same rows."""
+def train_batch(train: dict[str, torch.Tensor], seed: int, step: int, batch: int, rows: slice) -> dict[str, torch.Tensor]:
+    """Rows `rows` of step `step`'s global batch: a function of (seed, step) alone, so any rank and
+    any resume draws the same rows."""
     g = torch.Generator().manual_seed(seed * 100_003 + step)
-    rows = torch.randint(0, len(train["label"]), (batch,), generator=g)
-    return {"image": train["image"][rows], "label": train["label"][rows]}
+    index = torch.randint(0, len(train["label"]), (batch,), generator=g)[rows]
+    return {"image": train["image"][index], "label": train["label"][index]}

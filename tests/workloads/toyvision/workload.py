@@ -92,7 +92,7 @@ class ToyVision:
 
         return TrainJob(
             name=spec.name, benchmark="resnet", division="open", model=model,
-            batch=lambda step: train_batch(train, seed, step, spec.global_batch_size),
+            batch=lambda step, rows: train_batch(train, seed, step, spec.global_batch_size, rows),
             loss=lambda m, b: F.cross_entropy(m(b["image"]).float(), b["label"]),
             evaluate=evaluate, score=score, quality=(TARGET,),
             progress=Progress(unit="images", units_per_sample=1, log_key="epoch_num", log_in="epochs",

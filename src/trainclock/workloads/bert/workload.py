@@ -141,7 +141,7 @@ def build_job(spec: BertSpec, settings: RunSettings, seed: int, ctx: ParallelCon
     def evaluate(m: torch.nn.Module, autocast, shard: tuple[int, int]) -> EvalShard:
         return mlm_sums(m, evaluation, eval_micro, shard, autocast, device)
 
-    return bert_job(spec, model, lambda step: train_batch(train, seed, step, spec.global_batch_size), evaluate,
+    return bert_job(spec, model, lambda step, rows: train_batch(train, seed, step, spec.global_batch_size, rows), evaluate,
                     dataset=dataset, eval_samples=len(evaluation["input_ids"]))
 
 

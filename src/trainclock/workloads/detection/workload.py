@@ -75,8 +75,7 @@ class DetectionWorkload:
         model = build_model(spec.shape, settings.extra.get("backbone_weights")).to(device)
         model = parallelize(model, ctx, PARALLELISM, compile=settings.compile,
                             activation_checkpointing=settings.activation_checkpointing)
-        batches = TrainBatches(train, seed, spec.global_batch_size, ctx.dp_slice(spec.global_batch_size),
-                               masks=spec.benchmark == "maskrcnn")
+        batches = TrainBatches(train, seed, spec.global_batch_size, masks=spec.benchmark == "maskrcnn")
         return detection_job(spec, model, batches, train, val, (ctx.dp_rank, ctx.dp_size), device,
                              dataset=spec.dataset)
 

@@ -21,6 +21,7 @@ from torch import nn
 from torch.distributed.pipelining import PipelineStage
 from torch.distributed.tensor import DTensor
 
+from trainclock.distributed import collectives
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.grads import grad_norm
 from trainclock.distributed.parallelize import data_parallel_stage
@@ -62,6 +63,7 @@ class PipelinedGPT(PipelineModel):
         pp_mesh = ctx.mesh["pp"]
         self.pp_group = pp_mesh.get_group()
         self.rank, self.size = pp_mesh.get_local_rank(), layout.pp
+        self.device = device
         self.width = model.shape.d_model
         layers, n_stages = model.shape.n_layer, layout.pp * layout.vp
         self.stage_indices = list(range(self.rank, n_stages, layout.pp))
@@ -125,18 +127,18 @@ class PipelinedGPT(PipelineModel):
             for index, stage in zip(self.stage_indices, self._stages):
                 if index > 0:
                     h = torch.empty(len(x), x.shape[1], self.width, device=x.device)
-                    dist.recv(h, src=ranks[(index - 1) % self.size], group=self.pp_group)
+                    collectives.recv(h, src=ranks[(index - 1) % self.size], group=self.pp_group)
                 h = stage(h)
                 if index < self.n_stages - 1:
-                    dist.send(h.float().contiguous(), dst=ranks[(index + 1) % self.size], group=self.pp_group)
+                    collectives.send(h.float().contiguous(), dst=ranks[(index + 1) % self.size], group=self.pp_group)
                 else:
                     losses.append(_loss(h, y))
         return self._share_loss(losses)
 
     def _share_loss(self, losses: list[torch.Tensor]) -> torch.Tensor:
-        mean = torch.stack([l.detach().float() for l in losses]).mean() if losses else torch.zeros(())
-        dist.all_reduce(mean, group=self.pp_group)  # only the last stage contributes
-        return mean
+        # only the last stage contributes; the others' zero is made where the model is (NCCL refuses a CPU one)
+        mean = torch.stack([l.detach().float() for l in losses]).mean() if losses else torch.zeros((), device=self.device)
+        return collectives.all_reduce(mean, group=self.pp_group)
 
     def _sum_tied_gradients(self) -> None:
         if self.tied_group is None:
@@ -146,15 +148,13 @@ class PipelinedGPT(PipelineModel):
             weight.grad = torch.zeros_like(weight)
         # under FSDP both copies are sharded alike over the data-parallel mesh: sum shard with shard
         grad = weight.grad.to_local() if isinstance(weight.grad, DTensor) else weight.grad
-        dist.all_reduce(grad, group=self.tied_group)
+        collectives.all_reduce_(grad, group=self.tied_group)
 
     def grad_square_sum(self) -> torch.Tensor:
         """Squared gradient norm of the whole model: each stage's share (whole across its data-parallel
         shards), the tied copy once."""
         params = [p for name, p in self.named_parameters() if name != "head"]
-        local = grad_norm(params).float().pow(2)
-        dist.all_reduce(local, group=self.pp_group)
-        return local
+        return collectives.all_reduce(grad_norm(params).float().pow(2), group=self.pp_group)
 
 
 def _tied_embedding_group(ctx: ParallelContext):

@@ -109,8 +109,8 @@ def build_job(spec: GPT3Spec, data: str | None, seed: int, ctx: ParallelContext,
                         activation_checkpointing=activation_checkpointing,
                         microbatches=spec.global_batch_size // ctx.dp_size // micro)
 
-    def batch(step: int):
-        return train_batch(prepared.train, seed, step, spec.global_batch_size, spec.seq_len)
+    def batch(step: int, rows: slice):
+        return train_batch(prepared.train, seed, step, spec.global_batch_size, spec.seq_len, rows)
 
     def evaluate(m: torch.nn.Module, autocast, shard: tuple[int, int]) -> EvalShard:
         """Summed next-token cross-entropy (nats) over this shard of the fixed validation set.

@@ -22,7 +22,7 @@ from trainclock.optim.sgd import SGDMomentum
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
 from trainclock.workloads.batch_plan import with_batch_settings
 from trainclock.workloads.resnet.data.folder import ImageFolder, scan
-from trainclock.workloads.resnet.data.loader import EvalLoader, ImageBatches, StepLoader, check_workers
+from trainclock.workloads.resnet.data.loader import EvalLoader, StepLoader, check_workers
 from trainclock.workloads.resnet.data.prepare import prepare
 from trainclock.workloads.resnet.data.transforms import normalize
 from trainclock.workloads.resnet.metric import METRIC, score, top1_sums
@@ -158,7 +158,6 @@ def resnet_job(spec: ResNetSpec, model: torch.nn.Module, batch, loss, evaluate, 
         eval_samples=val_images,
         max_samples=spec.max_samples,
         log_keys={"model_bn_span": spec.micro_batch_size, "dataset": dataset},
-        batches=ImageBatches(),
     )
 
 

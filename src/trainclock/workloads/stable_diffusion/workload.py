@@ -22,6 +22,7 @@ from trainclock.workloads.stable_diffusion.metric import CLIP, FID, quality
 from trainclock.workloads.stable_diffusion.model import Conditioned, SpaceToDepth
 from trainclock.workloads.stable_diffusion.optim import AdamWLinearWarmup
 from trainclock.workloads.stable_diffusion.spec import MEMBERS, SDSpec, get_member
+from trainclock.workloads.batches import TreeBatch
 
 EVAL_BATCH = 16  # captions generated per sampler call
 EVAL_NOISE_SEED = 1234  # the starting noise of caption i is fixed: every run and rank draws the same
@@ -109,7 +110,10 @@ def sd_job(spec: SDSpec, model: torch.nn.Module, train: TrainSet, evals: EvalSet
     scheduler = diffusion.training_scheduler()
     n = len(train.ids)
 
-    def batch(step: int) -> dict[str, torch.Tensor]:
+    def batch(step: int, rows: slice) -> dict[str, torch.Tensor]:
+        return TreeBatch().rows(global_batch(step), rows)
+
+    def global_batch(step: int) -> dict[str, torch.Tensor]:
         # everything random about a step comes from (seed, step): resume and any rank count see the same batch
         per_epoch = max(1, n // spec.global_batch_size)
         epoch, index = divmod(step, per_epoch)

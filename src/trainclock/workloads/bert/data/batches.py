@@ -19,10 +19,13 @@ def as_tensors(arrays: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
     return out
 
 
-def train_batch(train: dict[str, torch.Tensor], seed: int, step: int, batch: int) -> dict[str, torch.Tensor]:
+def train_batch(train: dict[str, torch.Tensor], seed: int, step: int, batch: int,
+                rows: slice = slice(None)) -> dict[str, torch.Tensor]:
+    """Rows `rows` of step `step`'s global batch of `batch` sequences: the whole batch's indices are
+    drawn (cheap) so a rank's rows do not depend on the number of ranks; only its own are gathered."""
     n = len(train["input_ids"])
-    rows = torch.from_numpy(np.random.default_rng([seed, step]).choice(n, size=batch, replace=batch > n))
-    return {k: v[rows] for k, v in train.items()}
+    index = torch.from_numpy(np.random.default_rng([seed, step]).choice(n, size=batch, replace=batch > n)[rows])
+    return {k: v[index] for k, v in train.items()}
 
 
 def rows(data: dict[str, torch.Tensor], index: list[int]) -> dict[str, torch.Tensor]:

@@ -49,11 +49,11 @@ def hflip(image: torch.Tensor, target: dict[str, torch.Tensor]) -> tuple[torch.T
 
 
 class TrainBatches:
-    """job.batch: step s's global batch {"images": [...], "targets": [...]}. Only this rank's
-    rows are decoded (the others are left None: the loop never looks at them)."""
+    """job.batch: rows `rows` of step s's global batch, {"images": [...], "targets": [...]}: only
+    those are decoded. Sample k of the run depends on (seed, k) alone, whatever the rank count."""
 
-    def __init__(self, split: Split, seed: int, global_batch: int, rows: slice, masks: bool) -> None:
-        self.split, self.seed, self.global_batch, self.rows, self.masks = split, seed, global_batch, rows, masks
+    def __init__(self, split: Split, seed: int, global_batch: int, masks: bool) -> None:
+        self.split, self.seed, self.global_batch, self.masks = split, seed, global_batch, masks
         self._epoch, self._order = -1, np.empty(0, dtype=np.int64)
 
     def position(self, k: int) -> int:
@@ -70,12 +70,9 @@ class TrainBatches:
             image, labels = hflip(image, labels)
         return image, labels
 
-    def __call__(self, step: int) -> dict[str, list]:
-        images: list = [None] * self.global_batch
-        targets: list = [None] * self.global_batch
-        for row in range(self.rows.start, self.rows.stop):
-            images[row], targets[row] = self.sample(step * self.global_batch + row)
-        return {"images": images, "targets": targets}
+    def __call__(self, step: int, rows: slice) -> dict[str, list]:
+        samples = [self.sample(step * self.global_batch + row) for row in range(*rows.indices(self.global_batch))]
+        return {"images": [image for image, _ in samples], "targets": [labels for _, labels in samples]}
 
 
 class EvalBatches:

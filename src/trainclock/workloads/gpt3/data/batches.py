@@ -9,13 +9,16 @@ import torch
 from trainclock.errors import DataError
 
 
-def train_batch(tokens: np.ndarray, seed: int, step: int, batch: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inputs and next-token targets of shape (batch, seq_len) for one optimizer step."""
+def train_batch(tokens: np.ndarray, seed: int, step: int, batch: int, seq_len: int,
+                rows: slice = slice(None)) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs and next-token targets of shape (rows, seq_len): rows `rows` of one optimizer step's
+    global batch of `batch` windows. Every rank draws the whole batch's start offsets (a few integers)
+    so that its rows are the same whatever the number of ranks, and reads only its own windows."""
     last_start = len(tokens) - seq_len - 1
     if last_start <= 0:
         raise DataError(f"the train split has {len(tokens)} tokens, fewer than one sequence of {seq_len + 1}")
     starts = np.random.default_rng([seed, step]).integers(0, last_start + 1, size=batch)
-    return _windows(tokens, starts, seq_len)
+    return _windows(tokens, starts[rows], seq_len)
 
 
 def validation_set(tokens: np.ndarray, sequences: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -4,15 +4,12 @@ permutation of the N training images, augmented by a generator seeded with (seed
 global batch is samples s*B .. s*B+B-1, so any number of ranks, workers, or a resume at any step,
 sees the same images with the same crops.
 
-A rank decodes only its own rows of each global batch (the loop's job.batch(step) must stand for
-the global batch, so it returns a RankBatch that knows which rows it holds; ImageBatches, the
-job's `batches`, hands the loop those rows when it asks for this rank's slice)."""
+A rank decodes only its own rows of each global batch: its workers are started for those rows."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,29 +17,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from trainclock.errors import DataError, UsageError
-from trainclock.workloads.batches import TreeBatch
 from trainclock.workloads.resnet.data.folder import Split
 from trainclock.workloads.resnet.data.transforms import ImageTransforms, eval_image, train_image
-
-
-@dataclass
-class RankBatch:
-    """One rank's rows [start, stop) of a global batch: uint8 images and int64 labels."""
-
-    start: int
-    stop: int
-    images: torch.Tensor
-    labels: torch.Tensor
-
-
-class ImageBatches(TreeBatch):
-    def rows(self, batch: Any, rows: slice) -> Any:
-        if isinstance(batch, RankBatch):
-            if rows.start < batch.start or rows.stop > batch.stop:
-                raise RuntimeError(f"rows {rows} asked of a batch holding rows {batch.start}..{batch.stop}")
-            part = slice(rows.start - batch.start, rows.stop - batch.start)
-            return {"image": batch.images[part], "label": batch.labels[part]}
-        return super().rows(batch, rows)
 
 
 class _Failed:
@@ -105,8 +81,8 @@ def check_workers(workers: int) -> int:
 
 
 class StepLoader:
-    """job.batch: the global batch of step s (this rank's rows of it), prefetched by workers while
-    the model trains. Asked for the step after the last it returned, it continues; asked for any
+    """job.batch: this rank's rows of step s's global batch, {"image": uint8, "label": int64},
+    prefetched by workers while the model trains. Asked for the step after the last it returned, it continues; asked for any
     other step (the first call, a resume), it restarts the workers there; asked for the same step
     twice (the warm-up, then step 0), it returns the batch it already has."""
 
@@ -116,7 +92,7 @@ class StepLoader:
         self.global_batch, self.rows, self.workers, self.prefetch = global_batch, rows, workers, prefetch
         self._iterator: Iterator | None = None
         self._next = -1
-        self._last: tuple[int, RankBatch] | None = None
+        self._last: tuple[int, dict[str, torch.Tensor]] | None = None
 
     def _start(self, step: int) -> None:
         extra = {"prefetch_factor": self.prefetch, "persistent_workers": False} if self.workers else {}
@@ -124,7 +100,9 @@ class StepLoader:
                                          num_workers=self.workers, collate_fn=_collate, **extra))
         self._next = step
 
-    def __call__(self, step: int) -> RankBatch:
+    def __call__(self, step: int, rows: slice) -> dict[str, torch.Tensor]:
+        if rows != self.rows:
+            raise RuntimeError(f"rows {rows} asked of a loader started for rows {self.rows}")
         if self._last is not None and self._last[0] == step:
             return self._last[1]
         if self._iterator is None or step != self._next:
@@ -133,7 +111,8 @@ class StepLoader:
         if isinstance(out, _Failed):
             raise DataError(out.message)
         self._next = step + 1
-        batch = RankBatch(self.rows.start, self.rows.stop, *out)
+        images, labels = out
+        batch = {"image": images, "label": labels}
         self._last = (step, batch)
         return batch
 

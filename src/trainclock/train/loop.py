@@ -20,6 +20,7 @@ from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.grads import clip_grads_with_norm, grad_norm
 from trainclock.distributed.pipeline import PipelineModel
 from trainclock.mllog import RunLog
+from trainclock.train.prefetch import BatchPrefetch, default_depth
 from trainclock.train.profile import (BATCH, EVALUATION, FORWARD_BACKWARD, LOGGING, LOSS_SYNC, OPTIMIZER,
                                       NoProfiler, ProfileReport, StepProfiler)
 from trainclock.train.progress import TrainProgress
@@ -39,6 +40,7 @@ class TrainOptions:
     # steps between host reads of the losses (and of the time limit): a read waits for the device to
     # finish, so a GPU's queue runs dry at every one; losses are kept per step on the device meanwhile
     log_every_steps: int = 10
+    prefetch_steps: int | None = None  # batches built ahead on a thread (None: prefetch.default_depth of the device)
 
 
 @dataclass
@@ -208,20 +210,24 @@ def train(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions
                                            "epoch_count": job.progress.log_count(job.eval_schedule.every)})
     profiler = (StepProfiler(options.profile_steps, options.profile_trace)
                 if options.profile_steps and options.profile_trace is not None else NO_PROFILER)
+    rows = ctx.dp_slice(job.global_batch_size)
+    depth = options.prefetch_steps if options.prefetch_steps is not None else default_depth(options.device)
+    batches = BatchPrefetch(lambda step: job.batch(step, rows), job.batches, depth,
+                            pin=options.device.type == "cuda" and depth > 0)
     try:
-        outcome = _train_loop(job, optimizer, options, log, metrics, progress, ctx, state, checkpoint, profiler)
+        outcome = _train_loop(job, optimizer, options, log, metrics, progress, ctx, state, checkpoint, profiler, batches)
     finally:
+        batches.close()
         profiler.close()
     return replace(outcome, profile=profiler.report)
 
 
 def _train_loop(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions, log: RunLog, metrics: IO[str],
                 progress: TrainProgress, ctx: ParallelContext, state: LoopState, checkpoint: Checkpoint | None,
-                profiler) -> TrainOutcome:
+                profiler, batches: BatchPrefetch) -> TrainOutcome:
     device = options.device
     autocast = autocast_context(options)
     max_samples = options.max_samples or job.max_samples
-    rows = ctx.dp_slice(job.global_batch_size)
     micro = local_micro_batch(job, ctx)
     units_per_step = job.global_batch_size * job.progress.units_per_sample
     count_key = job.progress.log_key
@@ -234,7 +240,7 @@ def _train_loop(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainO
         for group in optimizer.param_groups:
             group["lr"] = lr
         with profiler.region(BATCH):
-            batch = job.batch(state.steps, rows)
+            batch = batches.get(state.steps)
         loss_sum, norm = train_step(job, optimizer, batch, micro, autocast, device, ctx, profiler)
         state.steps += 1
         state.samples += job.global_batch_size

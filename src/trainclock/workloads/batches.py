@@ -33,6 +33,16 @@ class TreeBatch:
             return batch.to(device, non_blocking=True)
         return batch
 
+    def pin_memory(self, batch: Any) -> Any:
+        """The batch in page-locked host memory, so copies to a GPU can run asynchronously."""
+        if isinstance(batch, dict):
+            return {k: self.pin_memory(v) for k, v in batch.items()}
+        if isinstance(batch, (tuple, list)):
+            return type(batch)(self.pin_memory(v) for v in batch)
+        if isinstance(batch, torch.Tensor) and batch.device.type == "cpu":
+            return batch.pin_memory()
+        return batch
+
     def micro_batches(self, batch: Any, micro: int) -> list[Any]:
         """Consecutive micro-batches of `micro` rows (the rank's rows divide evenly: checked at resolve)."""
         n = self.size(batch)

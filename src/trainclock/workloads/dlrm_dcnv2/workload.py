@@ -23,7 +23,6 @@ from trainclock.workloads.batch_plan import with_batch_settings
 from trainclock.workloads.dlrm_dcnv2.data.dataset import CriteoDays, open_days
 from trainclock.workloads.dlrm_dcnv2.metric import predictions, score
 from trainclock.workloads.dlrm_dcnv2.spec import ADAGRAD_EPS, MEMBERS, METRIC, DlrmSpec, get_member
-from trainclock.workloads.batches import TreeBatch
 
 EVAL_MICRO_BATCH = 8192
 # the MLPs and cross layers data parallel (DDP); the tables either replicated with them
@@ -154,7 +153,7 @@ def build_job(spec: DlrmSpec, settings: RunSettings, seed: int, ctx: ParallelCon
         return predictions(m, days, eval_micro, shard, autocast, device)
 
     def batch(step: int, rows: slice) -> dict[str, torch.Tensor]:
-        return TreeBatch().rows(days.train_batch(seed, step, spec.global_batch_size), rows)
+        return days.train_batch(seed, step, spec.global_batch_size, rows)
 
     return dlrm_job(spec, model, batch, evaluate, dataset, days)
 

@@ -25,7 +25,6 @@ from trainclock.workloads.unet3d.model import Unet3D
 from trainclock.workloads.unet3d.optim import NesterovWarmup
 from trainclock.workloads.unet3d.parallelize import PARALLELISM, check_layout
 from trainclock.workloads.unet3d.spec import MEMBERS, Unet3DSpec, get_member
-from trainclock.workloads.batches import TreeBatch
 
 
 def quality(spec: Unet3DSpec) -> tuple[QualityTarget, ...]:
@@ -103,7 +102,7 @@ def unet3d_job(spec: Unet3DSpec, model: torch.nn.Module, split: Split, seed: int
         benchmark=spec.mlperf_benchmark,
         division="closed" if dataset == "kits19" else "open",
         model=model,
-        batch=lambda step, rows: TreeBatch().rows(sampler.batch(step, spec.global_batch_size), rows),
+        batch=lambda step, rows: sampler.batch(step, spec.global_batch_size, rows),
         loss=lambda m, b: dice_ce_loss(m(b["image"]), b["label"]),
         evaluate=evaluate,
         score=score,

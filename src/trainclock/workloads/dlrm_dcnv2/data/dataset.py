@@ -7,7 +7,7 @@ samples whatever the micro-batch size, the number of processes, or a resume."""
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +23,8 @@ class CriteoDays:
     validation: Day  # the first half of the eval day
     rows: np.ndarray  # each table's rows, repeated over its bag: the hash of each sparse column
     multi_hot: tuple[int, ...]
+    _order_key: tuple[int, int, int] | None = field(default=None, init=False, repr=False)
+    _order: np.ndarray | None = field(default=None, init=False, repr=False)
 
     @property
     def train_rows(self) -> int:
@@ -31,11 +33,20 @@ class CriteoDays:
     def blocks(self, global_batch_size: int) -> int:
         return self.train_rows // global_batch_size
 
-    def train_batch(self, seed: int, step: int, global_batch_size: int) -> dict[str, torch.Tensor]:
+    def train_batch(self, seed: int, step: int, global_batch_size: int, rows: slice = slice(None)) -> dict[str, torch.Tensor]:
+        """Rows `rows` of step `step`'s global batch: a block of consecutive samples, the blocks in an
+        order drawn per epoch; a rank reads only its own rows of the block."""
         blocks = self.blocks(global_batch_size)
         epoch, index = divmod(step, blocks)
-        block = int(np.random.default_rng([seed, epoch]).permutation(blocks)[index])
-        return self._slice(self.train, block * global_batch_size, global_batch_size)
+        block = int(self._block_order(seed, epoch, blocks)[index])
+        first, last, _ = rows.indices(global_batch_size)
+        return self._slice(self.train, block * global_batch_size + first, last - first)
+
+    def _block_order(self, seed: int, epoch: int, blocks: int) -> np.ndarray:
+        # one permutation per epoch, not per step (the full-size day files hold 76k blocks of 55,296)
+        if self._order_key != (seed, epoch, blocks):
+            self._order_key, self._order = (seed, epoch, blocks), np.random.default_rng([seed, epoch]).permutation(blocks)
+        return self._order
 
     def validation_rows(self, start: int, stop: int) -> dict[str, torch.Tensor]:
         return self._slice([self.validation], start, stop - start)

@@ -84,7 +84,8 @@ class StepLoader:
     """job.batch: this rank's rows of step s's global batch, {"image": uint8, "label": int64},
     prefetched by workers while the model trains. Asked for the step after the last it returned, it continues; asked for any
     other step (the first call, a resume), it restarts the workers there; asked for the same step
-    twice (the warm-up, then step 0), it returns the batch it already has."""
+    twice (the warm-up, then step 0), it returns the batch it already has. `rows` are those its
+    workers were started for (a rank's, for the whole run)."""
 
     def __init__(self, split: Split, transforms: ImageTransforms, seed: int, global_batch: int, rows: slice,
                  workers: int, prefetch: int = 4) -> None:
@@ -101,11 +102,10 @@ class StepLoader:
         self._next = step
 
     def __call__(self, step: int, rows: slice) -> dict[str, torch.Tensor]:
-        if rows != self.rows:
-            raise RuntimeError(f"rows {rows} asked of a loader started for rows {self.rows}")
-        if self._last is not None and self._last[0] == step:
+        if self._last is not None and self._last[0] == step and rows == self.rows:
             return self._last[1]
-        if self._iterator is None or step != self._next:
+        if self._iterator is None or step != self._next or rows != self.rows:
+            self.rows = rows  # a run asks for one rank's rows throughout: other rows restart the workers
             self._start(step)
         out = next(self._iterator)
         if isinstance(out, _Failed):

@@ -50,8 +50,9 @@ class PatchSampler:
             image = image + rng.normal(0.0, rng.uniform(0.0, 0.1), size=image.shape).astype(np.float32)
         return np.ascontiguousarray(image), np.ascontiguousarray(label)
 
-    def batch(self, step: int, size: int) -> dict[str, torch.Tensor]:
-        pairs = [self.sample(step * size + i) for i in range(size)]
+    def batch(self, step: int, size: int, rows: slice = slice(None)) -> dict[str, torch.Tensor]:
+        """Rows `rows` of step `step`'s global batch of `size` patches: only those are cropped."""
+        pairs = [self.sample(step * size + i) for i in range(*rows.indices(size))]
         return {"image": torch.from_numpy(np.stack([p[0] for p in pairs])),
                 "label": torch.from_numpy(np.stack([p[1] for p in pairs]))}
 

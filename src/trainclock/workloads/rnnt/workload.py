@@ -26,7 +26,6 @@ from trainclock.workloads.rnnt.model import RNNT
 from trainclock.workloads.rnnt.optim import RnntLamb
 from trainclock.workloads.rnnt.parallelize import PARALLELISM, check_layout
 from trainclock.workloads.rnnt.spec import MEMBERS, RnntSpec, get_member, quality
-from trainclock.workloads.batches import TreeBatch
 
 
 class RnntWorkload:
@@ -122,7 +121,7 @@ def rnnt_job(spec: RnntSpec, model: torch.nn.Module, corpus: Corpus, seed: int, 
         benchmark=spec.mlperf_benchmark,
         division="closed" if spec.dataset == "librispeech" else "open",
         model=model,
-        batch=lambda step, rows: TreeBatch().rows(batches.batch(step), rows),
+        batch=batches.batch,  # a rank featurises only its own rows
         loss=loss,
         evaluate=evaluate,
         score=score,

@@ -17,12 +17,12 @@ from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress,
 from trainclock.workloads.batch_plan import with_batch_settings
 from trainclock.workloads.stable_diffusion import diffusion, metric
 from trainclock.workloads.stable_diffusion.cost import cost_model, unet_forward_flops
+from trainclock.workloads.stable_diffusion.data.batches import SampleBatches
 from trainclock.workloads.stable_diffusion.data.sets import EvalSet, TrainSet
 from trainclock.workloads.stable_diffusion.metric import CLIP, FID, quality
 from trainclock.workloads.stable_diffusion.model import Conditioned, SpaceToDepth
 from trainclock.workloads.stable_diffusion.optim import AdamWLinearWarmup
 from trainclock.workloads.stable_diffusion.spec import MEMBERS, SDSpec, get_member
-from trainclock.workloads.batches import TreeBatch
 
 EVAL_BATCH = 16  # captions generated per sampler call
 EVAL_NOISE_SEED = 1234  # the starting noise of caption i is fixed: every run and rank draws the same
@@ -109,26 +109,9 @@ def sd_job(spec: SDSpec, model: torch.nn.Module, train: TrainSet, evals: EvalSet
     """The job around a built model and loaded data; tests build one directly to write logs."""
     scheduler = diffusion.training_scheduler()
     n = len(train.ids)
-
-    def batch(step: int, rows: slice) -> dict[str, torch.Tensor]:
-        return TreeBatch().rows(global_batch(step), rows)
-
-    def global_batch(step: int) -> dict[str, torch.Tensor]:
-        # everything random about a step comes from (seed, step): resume and any rank count see the same batch
-        per_epoch = max(1, n // spec.global_batch_size)
-        epoch, index = divmod(step, per_epoch)
-        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 100_003 + epoch))
-        pick = order[index * spec.global_batch_size:(index + 1) * spec.global_batch_size]
-        g = torch.Generator().manual_seed(seed * 1_000_003 + step)
-        latents = train.latents[pick].float()
-        if train.moments:
-            mean, logvar = latents.chunk(2, dim=1)
-            latents = (mean + (0.5 * logvar.clamp(-30, 20)).exp() * torch.randn(mean.shape, generator=g)) * spec.latent_scale
-        ids = train.ids[pick].clone()
-        if spec.drop_caption:
-            ids[torch.rand(len(ids), generator=g) < spec.drop_caption] = evals.empty_ids[0]
-        return {"latents": latents, "ids": ids, "noise": torch.randn(latents.shape, generator=g),
-                "timesteps": torch.randint(0, scheduler.config.num_train_timesteps, (len(ids),), generator=g)}
+    # a rank draws and reads only its own rows, from (seed, step, rows): resume and any rank count see the same
+    batches = SampleBatches(train, spec.global_batch_size, seed, spec.latent_scale, spec.drop_caption,
+                            evals.empty_ids[0], scheduler.config.num_train_timesteps)
 
     def loss(m: torch.nn.Module, b: dict) -> torch.Tensor:
         return diffusion.v_loss(m, scheduler, b["latents"], b["noise"], b["timesteps"], b["ids"])
@@ -141,7 +124,7 @@ def sd_job(spec: SDSpec, model: torch.nn.Module, train: TrainSet, evals: EvalSet
         benchmark=spec.mlperf_benchmark,
         division="closed" if spec.dataset == "laion" else "open",
         model=model,
-        batch=batch,
+        batch=batches.batch,
         loss=loss,
         evaluate=evaluate,
         score=lambda stats: metric.score(stats, evals.reference),

@@ -1,8 +1,9 @@
 """Training and evaluation batches: utterances tokenised, ordered by the reference's bucketing
 sampler (each epoch: the utterances sorted by duration into `buckets` equal groups, each group
 shuffled, the epoch cut into global batches, the batches shuffled), featurised with the
-augmentations drawn from (seed, step, position), and padded. Everything a batch holds is a function
-of (seed, step), so 1 and 2 processes train on the same rows."""
+augmentations drawn from (seed, step, position), and padded. Everything a batch's row holds is a
+function of (seed, step, position), so 1 and 2 processes train on the same rows, and a rank
+featurises only its own."""
 
 from __future__ import annotations
 
@@ -49,10 +50,19 @@ def collate(feats: list[torch.Tensor], labels: list[list[int]]) -> dict[str, tor
 
 
 class BucketBatches:
-    """job.batch. The next step's batch is made on a thread while this step trains: the features
-    (FLAC decoding, resampling, STFT) cost about as much as the step on a CPU, and the decoder's,
-    numpy's and torch's kernels release the GIL. A batch depends only on (seed, step), so a resume
-    or a skipped step just makes its batch in place."""
+    """job.batch. A rank featurises only its own rows of a step: the epoch's order (a few integers a
+    row) is drawn whole on every rank, the features (FLAC decoding, resampling, STFT: the cost) only
+    for `rows`, each from its global position, so they are the same whatever the number of ranks.
+    The next step's rows are made on a thread while this step trains: the features cost about as
+    much as the step on a CPU, and the decoder's, numpy's and torch's kernels release the GIL. Rows
+    depend only on (seed, step, rows), so a resume or a skipped step just makes them in place.
+
+    Padding: collate pads to the longest of the rank's rows, not of the whole batch; the loss and
+    the network's outputs do not depend on the padding's length. The encoder's LSTMs run forward in
+    time (a frame never reads a later one), model.encode zeroes the frames past each utterance's end
+    before stacking, the prediction network is causal along the labels, and transducer_loss reads
+    the lattice only up to each utterance's own T and U. (Dropout would draw its masks over the
+    padded shape, but its draws already differ with the rank count; the CPU tiers train without it.)"""
 
     def __init__(self, data: Utterances, global_batch_size: int, buckets: int, features: FeatureConfig,
                  seed: int) -> None:
@@ -60,7 +70,7 @@ class BucketBatches:
         self.steps_per_epoch = max(1, len(data) // global_batch_size)  # the last partial batch is dropped
         self._orders: dict[int, np.ndarray] = {}  # one whole value per epoch: safe to read from both threads
         self._maker = ThreadPoolExecutor(1, thread_name_prefix="rnnt-features")
-        self._ahead: tuple[int, Future] | None = None
+        self._ahead: tuple[int, slice, Future] | None = None
 
     def order(self, epoch: int) -> np.ndarray:
         if epoch not in self._orders:
@@ -72,18 +82,24 @@ class BucketBatches:
             self._orders[epoch] = flat[rng.permutation(self.steps_per_epoch)]
         return self._orders[epoch]
 
-    def batch(self, step: int) -> dict[str, torch.Tensor]:
+    def batch(self, step: int, rows: slice) -> dict[str, torch.Tensor]:
+        """Rows `rows` of step `step`'s global batch; starts making the same rows of the next step."""
         ahead, self._ahead = self._ahead, None
-        made = ahead[1].result() if ahead is not None and ahead[0] == step else self.make(step)
-        self._ahead = (step + 1, self._maker.submit(self.make, step + 1))
+        if ahead is not None and (ahead[0], ahead[1]) == (step, rows):
+            made = ahead[2].result()
+        else:
+            made = self.make(step, rows)
+        self._ahead = (step + 1, rows, self._maker.submit(self.make, step + 1, rows))
         return made
 
-    def make(self, step: int) -> dict[str, torch.Tensor]:
+    def make(self, step: int, rows: slice = slice(None)) -> dict[str, torch.Tensor]:
         epoch, index = divmod(step, self.steps_per_epoch)
-        rows = self.order(epoch)[index]
-        feats = [utterance_features(self.data.audio(int(i)), self.features,
-                                    np.random.default_rng([self.seed, step, k]), train=True) for k, i in enumerate(rows)]
-        return collate(feats, [self.data.labels[int(i)] for i in rows])
+        utterances = self.order(epoch)[index]
+        # each utterance's augmentation is drawn from its position k in the global batch, not in the rank's rows
+        positions = range(self.gbs)[rows]
+        feats = [utterance_features(self.data.audio(int(utterances[k])), self.features,
+                                    np.random.default_rng([self.seed, step, k]), train=True) for k in positions]
+        return collate(feats, [self.data.labels[int(utterances[k])] for k in positions])
 
 
 def eval_batches(data: Utterances, features: FeatureConfig, rows: range, batch: int) -> list[dict[str, torch.Tensor]]:

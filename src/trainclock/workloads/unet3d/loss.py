@@ -17,7 +17,9 @@ def dice_ce_loss(logits_NCDHW: torch.Tensor, label_N1DHW: torch.Tensor) -> torch
     target = label_N1DHW[:, 0].long()
     cross_entropy = F.cross_entropy(logits, target)
     probabilities = torch.softmax(logits, dim=1)[:, 1:]
-    one_hot = F.one_hot(target, N_CLASSES).permute(0, 4, 1, 2, 3)[:, 1:].float()
+    # the foreground classes' one-hot by comparison: F.one_hot reads the labels' maximum back to the host
+    foreground = torch.arange(1, N_CLASSES, device=target.device).view(1, -1, 1, 1, 1)
+    one_hot = (target.unsqueeze(1) == foreground).float()
     dims = (2, 3, 4)
     intersection = (probabilities * one_hot).sum(dims)
     dice = (2 * intersection + SMOOTH) / (probabilities.sum(dims) + one_hot.sum(dims) + SMOOTH)

@@ -48,7 +48,8 @@ def register(sub) -> None:
     run.add_argument("--no-progress", action="store_true", help="no live progress bar")
     run.add_argument("--db", help="results database the finished run is imported into (default: SQLite in the data dir)")
     dist = run.add_argument_group("distributed (torchrun: gloo on CPU, NCCL on GPU)")
-    dist.add_argument("--nproc", type=int, default=1, help="processes per node (default: 1, a plain process)")
+    dist.add_argument("--nproc", "--nproc-per-node", dest="nproc", type=int, default=1,
+                      help="processes per node (default: 1, a plain process)")
     dist.add_argument("--nnodes", type=int, default=1, help="nodes (default: 1)")
     dist.add_argument("--node-rank", type=int, default=0, help="this node's rank, 0..nnodes-1")
     dist.add_argument("--rdzv", help="HOST:PORT of the rendezvous on node 0 (multi-node runs)")
@@ -61,6 +62,13 @@ def register(sub) -> None:
     dist.add_argument("--vp", type=int, help="pipeline stages per pipeline rank (interleaved-1f1b; default 2 there)")
     dist.add_argument("--dp", type=int, help="data-parallel degree (default: processes / (tp x pp))")
     dist.add_argument("--fsdp", action="store_true", help="shard the data-parallel dimension with FSDP2 (default: DDP)")
+    dry = run.add_argument_group("dry run (one process as rank 0 of the whole job, on a fake process group)")
+    dry.add_argument("--dry-run", action="store_true",
+                     help="build the model and optimizer state at the layout on the meta device and print rank 0's "
+                          "memory beside the planner's and the accelerator's; trains and writes nothing (exit 1: it does not fit)")
+    dry.add_argument("--accelerator", help="with --dry-run: the catalogue accelerator it must fit (default: h100-sxm)")
+    dry.add_argument("--hardware", type=Path, action="append", default=[], metavar="FILE",
+                     help="with --dry-run: TOML file of more accelerators (as `trainclock plan --hardware`)")
     ckpt = run.add_argument_group("checkpoints")
     ckpt.add_argument("--checkpoint-every", type=int, help="save a sharded checkpoint every N steps (default: off; at each evaluation with --max-restarts)")
     ckpt.add_argument("--resume", action="store_true",
@@ -115,6 +123,10 @@ def main(args) -> int:
     world = args.nproc * args.nnodes
     layout = Layout.for_world(world, tp=args.tp, pp=args.pp, dp=args.dp, fsdp=args.fsdp,
                               pp_schedule=args.pp_schedule, vp=args.vp)
+    if args.dry_run:
+        return _dry_run(args, workload, member, layout)
+    if args.accelerator or args.hardware:
+        raise UsageError("--accelerator and --hardware size a --dry-run; a run trains on the --device it has")
     if args.resume:
         _take_over_resumed_settings(args, member, device, world)
     settings = _settings(args)
@@ -135,6 +147,69 @@ def main(args) -> int:
         codes.append(code)
         logs.append(log)
     return _score_entry(logs, codes)
+
+
+def _dry_run(args, workload, member: str, layout) -> int:
+    """Rank 0 of the whole job on the fake backend (distributed.dry_run): its memory, measured on
+    fake tensors, beside the planner's memory model and the accelerator's capacity."""
+    from dataclasses import replace
+
+    import torch
+
+    from trainclock.distributed import dry_run
+    from trainclock.planner import hardware
+    from trainclock.planner.memory import RUNTIME_RESERVE, memory_per_accelerator
+    from trainclock.planner.plan import Plan
+
+    if args.resume or args.runs > 1 or args.node_rank or args.rdzv:
+        raise UsageError("--dry-run stands in for rank 0 of the whole job once and trains nothing: "
+                         "drop --resume, --runs, --node-rank and --rdzv")
+    if args.compile:
+        raise UsageError("--dry-run measures the model as it runs uncompiled; drop --compile")
+    accelerator = hardware.find(hardware.load_catalogue(args.hardware), args.accelerator or "h100-sxm")
+    precision = args.precision or "auto"
+    if precision == "auto":
+        precision = "bf16" if "bf16" in accelerator.peak_flops else "fp32"
+    layout = replace(layout, precision=precision)
+    missing = [hook for hook in ("build_model", "optimizer", "sample_loss") if not hasattr(workload, hook)]
+    if missing:
+        raise UsageError(f"{member} has no dry run yet: workloads/{workload.key} lacks the model hook "
+                         f"({', '.join(missing)}) the dry run builds the model with")
+    settings = _settings(args)
+    meta = torch.device("meta")
+    spec = workload.resolve(member, settings, layout, meta)
+    rows = min(spec.micro_batch_size, spec.global_batch_size // layout.dp)  # a rank's micro-batch
+    microbatches = spec.global_batch_size // layout.dp // rows
+    memory = dry_run.run(layout, lambda ctx: workload.build_model(spec, ctx, meta, settings),
+                         workload.optimizer(spec).build,
+                         lambda model: workload.sample_loss(spec, model, rows, dry_run.FAKE_DEVICE), microbatches,
+                         torch.bfloat16 if precision == "bf16" else None)
+    cost = workload.cost(member)
+    estimate = None
+    if cost is not None:
+        plan = Plan(layout=layout, micro_batch=rows, sequence_parallel=False,
+                    recompute="full" if settings.activation_checkpointing else "none",
+                    zero=3 if layout.fsdp else 0, precision=precision)
+        figures = memory_per_accelerator(cost, spec.global_batch_size, plan, accelerator)
+        estimate = dry_run.Estimate(figures.weights, figures.gradients, figures.optimizer, figures.activations,
+                                    figures.logits)
+    usable = accelerator.memory_bytes * (1 - RUNTIME_RESERVE)
+    lines, verdict = dry_run.table(memory, estimate, usable)
+    nodes = f" ({args.nnodes} nodes x {args.nproc})" if args.nnodes > 1 else ""
+    print(f"trainclock: {spec.name} dry run as rank 0 of {layout.world_size:,} processes{nodes}: {layout.describe()}, "
+          f"{precision}, micro-batch {rows} x {microbatches} per step"
+          f"{', activation checkpointing' if settings.activation_checkpointing else ''}")
+    unmeasured = "; activations from the planner (its forward reads values fake tensors do not have)"
+    print("trainclock: on a fake process group, the model built on the meta device and rank 0's shards made as "
+          "fake tensors: nothing allocated" + ("" if memory.activations is not None else unmeasured))
+    print("\n".join(lines))
+    print(f"device: {accelerator.name} ({accelerator.id}), {accelerator.memory_bytes / 1e9:,.0f} GB, "
+          f"{usable / 1e9:,.2f} GB usable (the planner keeps {RUNTIME_RESERVE:.0%} for the runtime)")
+    if verdict.fits:
+        print(f"fits: yes, {verdict.total / 1e9:,.2f} GB of {usable / 1e9:,.2f} GB usable")
+        return 0
+    print(f"fits: no, {verdict.total / 1e9:,.2f} GB > {usable / 1e9:,.2f} GB usable; the largest share is {verdict.largest}")
+    return 1
 
 
 def _check_store(db: str | None) -> None:

@@ -23,6 +23,9 @@ class Layout:
     fsdp: bool = False  # shard the data-parallel dimension with FSDP2 instead of replicating it with DDP
     pp_schedule: str = "1f1b"  # how micro-batches move through the pipeline stages (pp > 1)
     vp: int = 1  # pipeline stages per pipeline rank (virtual stages; > 1 with the interleaved schedule)
+    # the run's matmul precision, "bf16" or "fp32", set once the run has resolved it: FSDP2 all-gathers a
+    # bf16 run's parameters in bf16 (distributed.parallelize.mixed_precision)
+    precision: str = "fp32"
 
     @classmethod
     def for_world(cls, world_size: int, tp: int = 1, pp: int = 1, dp: int | None = None, fsdp: bool = False,

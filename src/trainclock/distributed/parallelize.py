@@ -1,7 +1,12 @@
 """Parallelism applied once for every workload, in torchtitan's fixed order: tensor parallel ->
 activation checkpointing -> pipeline cut -> compile -> data parallel (FSDP2 or DDP). A workload
 supplies only what is model-specific (ModelParallelism): its tensor-parallel plan, the modules
-sharded or recomputed one by one, its pipeline cut."""
+sharded or recomputed one by one, its pipeline cut.
+
+A model too large to build whole on one node is built on the meta device (no memory) and cut
+there; Materialize then gives each data-parallel unit its tensors on the real device: after FSDP2
+has sharded it, so a rank allocates only its own shards, and before DDP, which needs real
+replicas."""
 
 from __future__ import annotations
 
@@ -12,17 +17,66 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.checkpoint import checkpoint
 
+from trainclock.distributed import dry_run
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.pipeline import PipelineModel
 from trainclock.errors import UsageError
 
+# Above this many parameters a model is built on the meta device and only this rank's shards are
+# materialised: whole, its fp32 weights alone would take 4 GB in each of a node's 8 processes.
+WHOLE_BUILD_MAX_PARAMETERS = 1_000_000_000
+
 
 def _no_units(model: nn.Module) -> list[nn.Module]:
     return []
+
+
+@dataclass(frozen=True)
+class Materialize:
+    """How a model built on the meta device gets its tensors once cut into this rank's shards:
+    moved to `device` (uninitialised) and initialised by `init`, the workload's own initialisation,
+    which must work on any part of the model and on sharded (DTensor) parameters (torch.nn.init
+    does: each rank draws its local shard). On the meta device the model stays there; during a
+    dry run (distributed.dry_run) it becomes fake tensors: shapes and bytes, no memory, no values."""
+
+    device: torch.device
+    init: Callable[[nn.Module], None] | None = None  # None: only for meta devices and dry runs
+
+    @property
+    def gives_values(self) -> bool:
+        """Whether the materialised tensors hold initialised values (not on meta, not fake)."""
+        return self.device.type != "meta" and dry_run.fake_tensor_mode() is None
+
+    @property
+    def target(self) -> torch.device:
+        """The device the model's tensors end up on (a dry run's fake tensors claim the CPU)."""
+        return dry_run.FAKE_DEVICE if dry_run.fake_tensor_mode() is not None else self.device
+
+    def __call__(self, module: nn.Module) -> None:
+        fake = dry_run.fake_tensor_mode()
+        if fake is not None:
+            with fake:
+                _to_empty_keeping_ties(module, self.target)
+            return
+        if self.device.type == "meta":
+            return
+        if self.init is None:
+            raise ValueError(f"a model built on the meta device needs its workload's initialisation to be "
+                             f"materialised on {self.device}")
+        _to_empty_keeping_ties(module, self.device)
+        with torch.no_grad():
+            self.init(module)
+
+
+def builds_on_meta(parameter_count: int, device: torch.device) -> bool:
+    """Whether a model of this size is built on the meta device for `device` (always for a meta
+    device: a dry run). Smaller models are built whole and then cut, as before, so their weights
+    are the same under every layout."""
+    return device.type == "meta" or parameter_count > WHOLE_BUILD_MAX_PARAMETERS
 
 
 @dataclass(frozen=True)
@@ -32,13 +86,16 @@ class ModelParallelism:
     # modules sharded by FSDP2 one by one before the root (transformer blocks), and recomputed
     # in backward under activation checkpointing
     blocks: Callable[[nn.Module], Iterable[nn.Module]] = _no_units
-    # cuts the model into this rank's stages, each data parallel (see data_parallel); None: no pipeline
-    pipeline: Callable[[nn.Module, ParallelContext, int], PipelineModel] | None = None
+    # cuts the model into this rank's stages, each data parallel (see data_parallel_stage) and
+    # materialised there when the model was built on the meta device; None: no pipeline
+    pipeline: Callable[[nn.Module, ParallelContext, int, Materialize | None], PipelineModel] | None = None
 
 
 def parallelize(model: nn.Module, ctx: ParallelContext, parallelism: ModelParallelism, *, compile: bool = False,
-                activation_checkpointing: bool = False, microbatches: int = 1) -> nn.Module:
-    """The model as this rank trains it: `model` must already be on its device."""
+                activation_checkpointing: bool = False, microbatches: int = 1,
+                materialize: Materialize | None = None) -> nn.Module:
+    """The model as this rank trains it: `model` on its device, or built on the meta device and
+    given `materialize`."""
     layout, mesh = ctx.layout, ctx.mesh
     if mesh is not None and layout.tp > 1:
         if parallelism.tensor_parallel is None:
@@ -50,23 +107,35 @@ def parallelize(model: nn.Module, ctx: ParallelContext, parallelism: ModelParall
     if mesh is not None and layout.pp > 1:
         if parallelism.pipeline is None:
             raise UsageError("this benchmark has no pipeline cut; run it without --pp")
-        return parallelism.pipeline(model, ctx, microbatches)
+        return parallelism.pipeline(model, ctx, microbatches, materialize)
     runnable: nn.Module = torch.compile(model) if compile else model
     if mesh is None or layout.dp == 1:
+        _materialize(model, materialize)
         return runnable
     if layout.fsdp:
         shard(model, ctx, parallelism.blocks(model))
+        _materialize(model, materialize)
         return runnable
+    _materialize(model, materialize)
+    if _on_meta(model):
+        return runnable  # DDP needs real tensors; a replica left on the meta device is what each rank holds
     # gradients live in the all-reduce buckets: no copy into them and back after every backward
     return DistributedDataParallel(runnable, process_group=mesh["dp"].get_group(), gradient_as_bucket_view=True)
 
 
-def data_parallel_stage(stage: nn.Module, ctx: ParallelContext, blocks: Iterable[nn.Module]) -> nn.Module:
-    """A pipeline stage replicated (DDP) or sharded (FSDP2) over the data-parallel mesh."""
+def data_parallel_stage(stage: nn.Module, ctx: ParallelContext, blocks: Iterable[nn.Module],
+                        materialize: Materialize | None = None) -> nn.Module:
+    """A pipeline stage replicated (DDP) or sharded (FSDP2) over the data-parallel mesh, and
+    materialised if it was built on the meta device."""
     if ctx.layout.dp == 1:
+        _materialize(stage, materialize)
         return stage
     if ctx.layout.fsdp:
         shard(stage, ctx, blocks)
+        _materialize(stage, materialize)
+        return stage
+    _materialize(stage, materialize)
+    if _on_meta(stage):
         return stage
     # find_unused_parameters keeps DDP from rebuilding its buckets in order of gradient arrival:
     # the rebuild counts every micro-batch's backward and fails an internal assert once a step has
@@ -74,12 +143,23 @@ def data_parallel_stage(stage: nn.Module, ctx: ParallelContext, blocks: Iterable
     return DistributedDataParallel(stage, process_group=ctx.mesh["dp"].get_group(), find_unused_parameters=True)
 
 
+def mixed_precision(precision: str) -> MixedPrecisionPolicy:
+    """FSDP2's casts for the run's precision: a bf16 run all-gathers its fp32 shards as bf16 (half
+    the traffic and the gathered memory; autocast would cast them to bf16 for every matmul anyway)
+    and reduce-scatters gradients in fp32, so the fp32 shards the optimizer updates lose nothing to
+    the reduction; an fp32 run keeps fp32 throughout."""
+    if precision == "bf16":
+        return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    return MixedPrecisionPolicy()
+
+
 def shard(root: nn.Module, ctx: ParallelContext, blocks: Iterable[nn.Module]) -> None:
     """FSDP2: each block is its own all-gather unit, then the root holds the rest."""
     dp_mesh = ctx.mesh["dp"]
+    policy = mixed_precision(ctx.layout.precision)
     for block in blocks:
-        fully_shard(block, mesh=dp_mesh)
-    fully_shard(root, mesh=dp_mesh)
+        fully_shard(block, mesh=dp_mesh, mp_policy=policy)
+    fully_shard(root, mesh=dp_mesh, mp_policy=policy)
 
 
 def recompute_in_backward(module: nn.Module) -> None:
@@ -88,3 +168,26 @@ def recompute_in_backward(module: nn.Module) -> None:
     parameter names (and so checkpoints) stay those of the plain model."""
     forward = module.forward
     module.forward = functools.partial(checkpoint, forward, use_reentrant=False)
+
+
+def _materialize(module: nn.Module, materialize: Materialize | None) -> None:
+    if materialize is not None and _on_meta(module):
+        materialize(module)
+
+
+def _on_meta(module: nn.Module) -> bool:
+    return any(p.is_meta for p in module.parameters())
+
+
+def _to_empty_keeping_ties(module: nn.Module, device: torch.device) -> None:
+    """module.to_empty, with parameters shared by several modules (tied embeddings) still shared:
+    to_empty gives each place its own tensor where the new one is of another type (a fake tensor)."""
+    places: dict[int, list[tuple[nn.Module, str]]] = {}
+    for owner in module.modules():
+        for name, p in owner._parameters.items():
+            if p is not None:
+                places.setdefault(id(p), []).append((owner, name))
+    module.to_empty(device=device)
+    for (first, first_name), *others in (where for where in places.values() if len(where) > 1):
+        for owner, name in others:
+            owner._parameters[name] = first._parameters[first_name]

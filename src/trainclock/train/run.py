@@ -108,7 +108,10 @@ def execute(request: RunRequest) -> RunResult | None:
         ctx = ParallelContext(env, request.layout, mesh)
         # rank 0 measures and every rank trains in its choice: ranks must agree on the precision
         precision = _share(ctx, resolve_precision(request.options.precision, device) if env.is_main else None)
-        request = replace(request, options=replace(request.options, device=device, precision=precision))
+        # the layout carries it to parallelize: FSDP2 all-gathers a bf16 run's parameters in bf16
+        ctx = replace(ctx, layout=replace(ctx.layout, precision=precision))
+        options = replace(request.options, device=device, precision=precision)
+        request = replace(request, layout=ctx.layout, options=options)
         result = _execute(request, ctx)
         ctx.barrier()  # no rank tears the group down while another is still using it
         return result

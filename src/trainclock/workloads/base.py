@@ -191,12 +191,34 @@ class Workload(Protocol):
     def resolve(self, member: str, settings: RunSettings, layout: "Layout", device: torch.device) -> RunSpec:
         """The member's spec for this run, with the user's settings applied and checked: refuses
         (UsageError/ResourceError, one line saying what to do) a bad batch, a layout the model cannot
-        be cut into, or a member that cannot fit the device."""
+        be cut into, or a member that cannot fit the device. On the meta device (a dry run, which
+        reads no data and measures the fit itself) only the batch and the layout are checked."""
         ...
 
     def build_job(self, spec: RunSpec, ctx: "ParallelContext", device: torch.device, seed: int,
                   settings: RunSettings) -> TrainJob:
         """Data, model (parallelised for ctx, on device) and everything else the loop needs."""
+        ...
+
+    def build_model(self, spec: RunSpec, ctx: "ParallelContext", device: torch.device,
+                    settings: RunSettings) -> nn.Module:
+        """The model build_job trains, without its data: parallelised for ctx (distributed.parallelize)
+        and initialised from the current random state (build_job seeds it first, and loads start
+        weights its data brings). A model too large to build whole is built on the meta device and
+        only this rank's shards are materialised on `device`; a meta `device` leaves it there (a dry
+        run, distributed.dry_run, then materialises fake tensors)."""
+        ...
+
+    def optimizer(self, spec: RunSpec) -> "OptimizerSetup":
+        """The optimizer the job trains with, from the spec alone."""
+        ...
+
+    def sample_loss(self, spec: RunSpec, model: nn.Module, rows: int,
+                    device: torch.device) -> torch.Tensor | Sequence[torch.Tensor] | None:
+        """The training loss of one micro-batch of `rows` made-up samples with the real data's
+        shapes and dtypes (a pipelined model: one per stage this rank holds), for a dry run to
+        measure activations on fake tensors; None where the model's work depends on the inputs'
+        values."""
         ...
 
     def fetch_data(self) -> str | None:

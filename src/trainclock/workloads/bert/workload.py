@@ -4,6 +4,7 @@ generic loop trains (data, start checkpoint, model, masked-LM accuracy, LAMB, ML
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,7 +13,7 @@ import torch
 
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
-from trainclock.distributed.parallelize import parallelize
+from trainclock.distributed.parallelize import Materialize, parallelize
 from trainclock.errors import UsageError
 from trainclock.optim.lamb import Lamb, PolyWarmup
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
@@ -52,7 +53,8 @@ class BertWorkload:
     def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> BertSpec:
         spec = get_member(member)
         check_layout(layout)
-        if spec.corpus == "wikipedia":  # refused now, before the run measures and imports for a minute
+        # refused now, before the run measures and imports for a minute (a dry run, on meta, reads no data)
+        if spec.corpus == "wikipedia" and device.type != "meta":
             check_start_checkpoint(settings)
             if settings.data is None:
                 load_folder(None, spec.seq_len, spec.max_predictions)
@@ -61,6 +63,24 @@ class BertWorkload:
     def build_job(self, spec: BertSpec, ctx: ParallelContext, device: torch.device, seed: int,
                   settings: RunSettings) -> TrainJob:
         return build_job(spec, settings, seed, ctx, device)
+
+    def build_model(self, spec: BertSpec, ctx: ParallelContext, device: torch.device,
+                    settings: RunSettings) -> torch.nn.Module:
+        return build_model(spec, ctx, device, settings)
+
+    def optimizer(self, spec: BertSpec) -> Lamb:
+        return optimizer(spec)
+
+    def sample_loss(self, spec: BertSpec, model: torch.nn.Module, rows: int, device: torch.device) -> torch.Tensor:
+        predictions = spec.max_predictions
+        batch = {"input_ids": torch.randint(0, spec.shape.vocab_size, (rows, spec.seq_len), device=device),
+                 "segment_ids": torch.zeros(rows, spec.seq_len, dtype=torch.long, device=device),
+                 "input_mask": torch.ones(rows, spec.seq_len, dtype=torch.long, device=device),
+                 "masked_lm_positions": torch.randint(0, spec.seq_len, (rows, predictions), device=device),
+                 "masked_lm_ids": torch.randint(0, spec.shape.vocab_size, (rows, predictions), device=device),
+                 "masked_lm_weights": torch.ones(rows, predictions, device=device),
+                 "next_sentence_labels": torch.zeros(rows, dtype=torch.long, device=device)}
+        return model(**batch)[0]
 
     def fetch_data(self) -> str | None:
         return None  # the tiers read the corpus the GPT-3 tier fetches into the shared data home
@@ -127,15 +147,10 @@ def load_data(spec: BertSpec, settings: RunSettings, ctx: ParallelContext) -> tu
 
 def build_job(spec: BertSpec, settings: RunSettings, seed: int, ctx: ParallelContext,
               device: torch.device) -> TrainJob:
-    from trainclock.workloads.bert.model import build_model, load_start_checkpoint  # transformers: seconds to import
-
     check_layout(ctx.layout)
     train, evaluation, dataset, start = load_data(spec, settings, ctx)
     torch.manual_seed(seed)
-    model = build_model(spec.shape, spec.dropout)
-    load_start_checkpoint(model, start)
-    model = parallelize(model.to(device), ctx, PARALLELISM, compile=settings.compile,
-                        activation_checkpointing=settings.activation_checkpointing)
+    model = build_model(spec, ctx, device, settings, start)
     eval_micro = spec.micro_batch_size
 
     def evaluate(m: torch.nn.Module, autocast, shard: tuple[int, int]) -> EvalShard:
@@ -143,6 +158,23 @@ def build_job(spec: BertSpec, settings: RunSettings, seed: int, ctx: ParallelCon
 
     return bert_job(spec, model, lambda step, rows: train_batch(train, seed, step, spec.global_batch_size, rows), evaluate,
                     dataset=dataset, eval_samples=len(evaluation["input_ids"]))
+
+
+def build_model(spec: BertSpec, ctx: ParallelContext, device: torch.device, settings: RunSettings,
+                start: Path | None = None) -> torch.nn.Module:
+    """BERT as this rank trains it, from the `start` checkpoint where given. Built whole (336M
+    parameters at most), except for a meta device (a dry run), where it is built and cut on meta."""
+    from trainclock.workloads.bert.model import build_model as pretraining_model  # transformers: seconds to import
+    from trainclock.workloads.bert.model import load_start_checkpoint
+
+    on_meta = device.type == "meta"
+    with torch.device("meta") if on_meta else contextlib.nullcontext():
+        model = pretraining_model(spec.shape, spec.dropout)
+    if start is not None and not on_meta:
+        load_start_checkpoint(model, start)
+    return parallelize(model if on_meta else model.to(device), ctx, PARALLELISM, compile=settings.compile,
+                       activation_checkpointing=settings.activation_checkpointing,
+                       materialize=Materialize(device) if on_meta else None)
 
 
 def bert_job(spec: BertSpec, model: torch.nn.Module, batch, evaluate, dataset: str, eval_samples: int) -> TrainJob:

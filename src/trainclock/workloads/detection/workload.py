@@ -5,6 +5,7 @@ torchvision models and COCOeval; each has its own members, optimizer and log key
 from __future__ import annotations
 
 import argparse
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import torch
 
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
-from trainclock.distributed.parallelize import ModelParallelism, parallelize
+from trainclock.distributed.parallelize import Materialize, ModelParallelism, parallelize
 from trainclock.errors import UsageError
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, RunSettings, TrainJob
 from trainclock.workloads.batch_plan import with_batch_settings
@@ -54,7 +55,7 @@ class DetectionWorkload:
     def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> DetectionSpec:
         spec = get_member(member, self.key)
         check_layout(layout)
-        if spec.full:  # refused now, before the run measures the machine
+        if spec.full and device.type != "meta":  # refused now, before the run measures the machine
             if settings.data is None:
                 raise UsageError(f"{spec.name} trains on {DATASETS[spec.dataset]}: pass --data FOLDER (it is "
                                  "never downloaded)")
@@ -72,12 +73,27 @@ class DetectionWorkload:
         root = ctx.main_first(lambda: data_folder(spec, settings.data))  # one rank generates
         train, val = load_splits(spec, root)
         torch.manual_seed(seed)
-        model = build_model(spec.shape, settings.extra.get("backbone_weights")).to(device)
-        model = parallelize(model, ctx, PARALLELISM, compile=settings.compile,
-                            activation_checkpointing=settings.activation_checkpointing)
+        model = self.build_model(spec, ctx, device, settings)
         batches = TrainBatches(train, seed, spec.global_batch_size, masks=spec.benchmark == "maskrcnn")
         return detection_job(spec, model, batches, train, val, (ctx.dp_rank, ctx.dp_size), device,
                              dataset=spec.dataset)
+
+    def build_model(self, spec: DetectionSpec, ctx: ParallelContext, device: torch.device,
+                    settings: RunSettings) -> torch.nn.Module:
+        """The detector as this rank trains it, from the backbone weights where given. Built whole
+        (44M parameters at most), except for a meta device (a dry run): built and cut on meta."""
+        on_meta = device.type == "meta"
+        with torch.device("meta") if on_meta else contextlib.nullcontext():
+            model = build_model(spec.shape, None if on_meta else settings.extra.get("backbone_weights"))
+        return parallelize(model if on_meta else model.to(device), ctx, PARALLELISM, compile=settings.compile,
+                           activation_checkpointing=settings.activation_checkpointing,
+                           materialize=Materialize(device) if on_meta else None)
+
+    def optimizer(self, spec: DetectionSpec) -> AdamWarmup | SGDWarmupSteps:
+        return optimizer(spec, spec.train_images)
+
+    def sample_loss(self, spec: DetectionSpec, model: torch.nn.Module, rows: int, device: torch.device) -> None:
+        return None  # proposals, matches and losses depend on the boxes' values: fake tensors have none
 
     def fetch_data(self) -> str | None:
         return None  # the tiers generate their mosaics in prepare (Fashion-MNIST comes with Debian)

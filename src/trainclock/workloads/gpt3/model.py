@@ -102,15 +102,7 @@ class GPT(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """GPT-2/3 initialisation: N(0, 0.02), residual projections scaled by 1/sqrt(2L)."""
-        residual_std = 0.02 / math.sqrt(2 * self.shape.n_layer)
-        for name, p in self.named_parameters():
-            if p.dim() == 1:
-                nn.init.zeros_(p) if name.endswith("bias") else nn.init.ones_(p)
-            elif name.endswith(("proj.weight", "down.weight")):
-                nn.init.normal_(p, std=residual_std)
-            else:
-                nn.init.normal_(p, std=0.02)
+        init_weights(self, self.shape.n_layer)
 
     def forward(self, idx_BT: torch.Tensor, targets_BT: torch.Tensor | None = None) -> torch.Tensor:
         """Logits when no targets are given, otherwise the mean cross-entropy in nats/token."""
@@ -125,3 +117,29 @@ class GPT(nn.Module):
         if targets_BT is None:
             return logits_BTV
         return F.cross_entropy(logits_BTV.flatten(0, 1).float(), targets_BT.flatten())
+
+
+def init_weights(module: nn.Module, n_layer: int) -> None:
+    """GPT-2/3 initialisation of a GPT or any part of one (a pipeline stage), by parameter name:
+    N(0, 0.02), residual projections scaled by 1/sqrt(2L), LayerNorms 1 and biases 0. Sharded
+    (DTensor) parameters work too: torch.nn.init draws each rank's shard."""
+    residual_std = 0.02 / math.sqrt(2 * n_layer)
+    for name, p in module.named_parameters():
+        if p.dim() == 1:
+            nn.init.zeros_(p) if name.endswith("bias") else nn.init.ones_(p)
+        elif name.endswith(("proj.weight", "down.weight")):
+            nn.init.normal_(p, std=residual_std)
+        else:
+            nn.init.normal_(p, std=0.02)
+
+
+def init_built_on_meta(module: nn.Module, n_layer: int) -> None:
+    """The weights of a GPT (or part of one) built on the meta device, drawn as GPT(shape) draws
+    them: every layer's default initialisation first, in construction order (so the random stream
+    advances as it does inside GPT.__init__), then init_weights. A whole model so gets the very
+    weights GPT(shape) gets from the same seed; a sharded one draws each rank's shards, the same
+    for the same seed and layout."""
+    for part in module.modules():
+        if not isinstance(part, GPT) and hasattr(part, "reset_parameters"):
+            part.reset_parameters()
+    init_weights(module, n_layer)

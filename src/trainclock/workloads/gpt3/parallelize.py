@@ -37,5 +37,6 @@ def tensor_parallel(model: nn.Module, tp_mesh: DeviceMesh) -> None:
 PARALLELISM = ModelParallelism(
     tensor_parallel=tensor_parallel,
     blocks=lambda model: list(model.blocks),
-    pipeline=lambda model, ctx, microbatches: PipelinedGPT(model, ctx, model.tok_emb.weight.device, microbatches),
+    pipeline=lambda model, ctx, microbatches, materialize: PipelinedGPT(
+        model, ctx, materialize.target if materialize else model.tok_emb.weight.device, microbatches, materialize),
 )

@@ -24,7 +24,7 @@ from torch.distributed.tensor import DTensor
 from trainclock.distributed import collectives
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.grads import grad_norm
-from trainclock.distributed.parallelize import data_parallel_stage
+from trainclock.distributed.parallelize import Materialize, data_parallel_stage
 from trainclock.distributed.pipeline import SCHEDULES, PipelineModel
 from trainclock.workloads.gpt3.model import GPT
 
@@ -57,7 +57,8 @@ def _loss(logits_BTV: torch.Tensor, targets_BT: torch.Tensor) -> torch.Tensor:
 class PipelinedGPT(PipelineModel):
     """This rank's stages, with the step, evaluation and clipping the loop asks of a pipeline."""
 
-    def __init__(self, model: GPT, ctx: ParallelContext, device: torch.device, microbatches: int) -> None:
+    def __init__(self, model: GPT, ctx: ParallelContext, device: torch.device, microbatches: int,
+                 materialize: Materialize | None = None) -> None:
         super().__init__()
         layout = ctx.layout
         pp_mesh = ctx.mesh["pp"]
@@ -71,14 +72,17 @@ class PipelinedGPT(PipelineModel):
         # stage modules are kept off this module's attributes: see _register_parameters_of
         self._stages = [GPTStage(model, s * layers // n_stages, (s + 1) * layers // n_stages, s == 0, s == n_stages - 1)
                         for s in self.stage_indices]
-        runnables = [data_parallel_stage(stage, ctx, stage.blocks.values()) for stage in self._stages]
+        runnables = [data_parallel_stage(stage, ctx, stage.blocks.values(), materialize) for stage in self._stages]
+        self._runnables = runnables  # a plain list: the stages' parameters are registered below, once
         self._register_parameters_of(self._stages)
+        self.tied_group = _tied_embedding_group(ctx)
+        if materialize is not None and materialize.gives_values:  # the head was copied from the meta device
+            self._copy_embedding_to_head()
         pipeline_stages = [PipelineStage(r, s, n_stages, device, group=self.pp_group)
                            for r, s in zip(runnables, self.stage_indices)]
         schedule = SCHEDULES[layout.pp_schedule]
         self.schedule = schedule(pipeline_stages if layout.vp > 1 else pipeline_stages[0],
                                  n_microbatches=microbatches, loss_fn=_loss)
-        self.tied_group = _tied_embedding_group(ctx)
 
     def _register_parameters_of(self, stages: list[GPTStage]) -> None:
         """This rank's parameters under the whole model's names (blocks.<i>.*, tok_emb.*, ...),
@@ -149,6 +153,29 @@ class PipelinedGPT(PipelineModel):
         # under FSDP both copies are sharded alike over the data-parallel mesh: sum shard with shard
         grad = weight.grad.to_local() if isinstance(weight.grad, DTensor) else weight.grad
         collectives.all_reduce_(grad, group=self.tied_group)
+
+    def forward_stages(self, x_BT: torch.Tensor) -> list[torch.Tensor]:
+        """One micro-batch forward through every stage this rank holds, each from an input of the
+        shape it receives (the tokens on the first stage, made-up hidden states on the others), as
+        one sum per stage to run backward from: what a micro-batch leaves on this rank, for the dry
+        run to measure. Training goes through step."""
+        sums = []
+        for index, runnable in zip(self.stage_indices, self._runnables):
+            x = x_BT if index == 0 else torch.randn(*x_BT.shape, self.width, device=x_BT.device, requires_grad=True)
+            sums.append(runnable(x).float().sum())
+        return sums
+
+    def _copy_embedding_to_head(self) -> None:
+        """The last stage's copy of the tied embedding takes the first stage's values: the head
+        is zeroed and the two summed over the tied group (under FSDP, shard with shard)."""
+        if self.tied_group is None:
+            return
+        weight = self.tok_emb.weight if self.is_first else self.head
+        local = weight.to_local() if isinstance(weight, DTensor) else weight
+        with torch.no_grad():
+            if not self.is_first:
+                local.zero_()
+            collectives.all_reduce_(local, group=self.tied_group)
 
     def grad_square_sum(self) -> torch.Tensor:
         """Squared gradient norm of the whole model: each stage's share (whole across its data-parallel

@@ -4,6 +4,7 @@ generic loop trains (data, model, metric, target, optimizer, MLPerf log keys).""
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import re
 from collections.abc import Sequence
@@ -13,7 +14,7 @@ import torch
 
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
-from trainclock.distributed.parallelize import parallelize
+from trainclock.distributed.parallelize import Materialize, builds_on_meta, parallelize
 from trainclock.errors import ResourceError, UsageError
 from trainclock.optim.adamw import AdamW
 from trainclock.optim.schedules import WarmupCosine
@@ -22,7 +23,7 @@ from trainclock.workloads.batch_plan import with_batch_settings
 from trainclock.workloads.gpt3.data.batches import train_batch, validation_set
 from trainclock.workloads.gpt3.data.prepare import prepare
 from trainclock.workloads.gpt3.data.sources import fetch_shakespeare, parse_source
-from trainclock.workloads.gpt3.model import GPT
+from trainclock.workloads.gpt3.model import GPT, init_built_on_meta
 from trainclock.workloads.gpt3.parallelize import PARALLELISM, check_layout
 from trainclock.workloads.gpt3.pipeline import PipelinedGPT
 from trainclock.workloads.gpt3.spec import MEMBERS, METRIC, GPT3Spec, get_member
@@ -56,6 +57,19 @@ class GPT3Workload:
     def build_job(self, spec: GPT3Spec, ctx: ParallelContext, device: torch.device, seed: int,
                   settings: RunSettings) -> TrainJob:
         return build_job(spec, settings.data, seed, ctx, device, settings.compile, settings.activation_checkpointing)
+
+    def build_model(self, spec: GPT3Spec, ctx: ParallelContext, device: torch.device,
+                    settings: RunSettings) -> torch.nn.Module:
+        return build_model(spec, ctx, device, settings.compile, settings.activation_checkpointing)
+
+    def optimizer(self, spec: GPT3Spec) -> AdamW:
+        return optimizer(spec)
+
+    def sample_loss(self, spec: GPT3Spec, model: torch.nn.Module, rows: int,
+                    device: torch.device) -> torch.Tensor | list[torch.Tensor]:
+        tokens = torch.randint(0, spec.shape.vocab_size, (rows, spec.seq_len + 1), device=device)
+        x, y = tokens[:, :-1], tokens[:, 1:]
+        return model.forward_stages(x) if isinstance(model, PipelinedGPT) else model(x, y)
 
     def fetch_data(self) -> str:
         return f"default corpus of the CPU members in {fetch_shakespeare()}"
@@ -103,11 +117,8 @@ def build_job(spec: GPT3Spec, data: str | None, seed: int, ctx: ParallelContext,
     val_x, val_y = validation_set(prepared.val, n_eval, spec.seq_len)
     train_batch(prepared.train, seed, 0, 1, spec.seq_len)  # fails now, in init, if the split is too small
 
-    torch.manual_seed(seed)  # the same initial weights on every rank and at every world size
-    micro = min(spec.micro_batch_size, spec.global_batch_size // ctx.dp_size)
-    model = parallelize(GPT(spec.shape).to(device), ctx, PARALLELISM, compile=compile,
-                        activation_checkpointing=activation_checkpointing,
-                        microbatches=spec.global_batch_size // ctx.dp_size // micro)
+    torch.manual_seed(seed)  # the same initial weights on every rank and at every world size (built whole)
+    model = build_model(spec, ctx, device, compile, activation_checkpointing)
 
     def batch(step: int, rows: slice):
         return train_batch(prepared.train, seed, step, spec.global_batch_size, spec.seq_len, rows)
@@ -137,6 +148,22 @@ def build_job(spec: GPT3Spec, data: str | None, seed: int, ctx: ParallelContext,
         return {METRIC: float(stats.sums["nll"] / stats.sums["sequences"])}
 
     return gpt3_job(spec, model, batch, evaluate, score, dataset=source.name, eval_sequences=n_eval)
+
+
+def build_model(spec: GPT3Spec, ctx: ParallelContext, device: torch.device, compile: bool = False,
+                activation_checkpointing: bool = False, on_meta: bool | None = None) -> torch.nn.Module:
+    """GPT as this rank trains it, initialised from the current random state. Built whole and then
+    cut up to a billion parameters (the same weights under every layout); above, or with `on_meta`,
+    built on the meta device, cut there, and only this rank's shards materialised and initialised."""
+    micro = min(spec.micro_batch_size, spec.global_batch_size // ctx.dp_size)
+    options = {"compile": compile, "activation_checkpointing": activation_checkpointing,
+               "microbatches": spec.global_batch_size // ctx.dp_size // micro}
+    if not (builds_on_meta(spec.shape.parameter_count(), device) if on_meta is None else on_meta):
+        return parallelize(GPT(spec.shape).to(device), ctx, PARALLELISM, **options)
+    with torch.device("meta"):
+        model = GPT(spec.shape)
+    init = functools.partial(init_built_on_meta, n_layer=spec.shape.n_layer)
+    return parallelize(model, ctx, PARALLELISM, materialize=Materialize(device, init), **options)
 
 
 def gpt3_job(spec: GPT3Spec, model: torch.nn.Module, batch, evaluate, score, dataset: str,
@@ -192,6 +219,8 @@ def log_keys(spec: GPT3Spec, dataset: str) -> dict:
 
 
 def _available_memory(device: torch.device) -> int | None:
+    if device.type == "meta":
+        return None  # a dry run, which measures the fit itself
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         return free

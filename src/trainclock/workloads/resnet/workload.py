@@ -5,6 +5,7 @@ top-1 accuracy, LARS or SGD, MLPerf log keys)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from collections.abc import Sequence
 from dataclasses import replace
@@ -14,7 +15,7 @@ import torch.nn.functional as F
 
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
-from trainclock.distributed.parallelize import parallelize
+from trainclock.distributed.parallelize import Materialize, parallelize
 from trainclock.errors import UsageError
 from trainclock.optim.lars import Lars
 from trainclock.optim.schedules import WarmupPoly
@@ -26,7 +27,8 @@ from trainclock.workloads.resnet.data.loader import EvalLoader, StepLoader, chec
 from trainclock.workloads.resnet.data.prepare import prepare
 from trainclock.workloads.resnet.data.transforms import normalize
 from trainclock.workloads.resnet.metric import METRIC, score, top1_sums
-from trainclock.workloads.resnet.model import build_model, parameter_count, train_flops_per_image
+from trainclock.workloads.resnet.model import build_model as resnet_model
+from trainclock.workloads.resnet.model import parameter_count, train_flops_per_image
 from trainclock.workloads.resnet.parallelize import PARALLELISM, check_layout
 from trainclock.workloads.resnet.spec import END_LEARNING_RATE, MEMBERS, OPTIMIZERS, ResNetSpec, get_member
 
@@ -60,7 +62,7 @@ class ResNetWorkload:
             spec = spec.with_optimizer(settings.extra["optimizer"])
         if settings.extra.get("loader_workers") is not None:
             spec = replace(spec, loader_workers=check_workers(settings.extra["loader_workers"]))
-        if spec.dataset == "imagenet":  # refused now, before the run measures the machine
+        if spec.dataset == "imagenet" and device.type != "meta":  # refused now, before the run measures the machine
             if settings.data is None:
                 raise UsageError(NEEDS_DATA)
             scan(settings.data)
@@ -69,6 +71,21 @@ class ResNetWorkload:
     def build_job(self, spec: ResNetSpec, ctx: ParallelContext, device: torch.device, seed: int,
                   settings: RunSettings) -> TrainJob:
         return build_job(spec, settings, seed, ctx, device)
+
+    def build_model(self, spec: ResNetSpec, ctx: ParallelContext, device: torch.device,
+                    settings: RunSettings) -> torch.nn.Module:
+        return build_model(spec, ctx, device, settings)
+
+    def optimizer(self, spec: ResNetSpec) -> Lars | SGDMomentum:
+        return optimizer(spec)
+
+    def sample_loss(self, spec: ResNetSpec, model: torch.nn.Module, rows: int, device: torch.device) -> torch.Tensor:
+        side = spec.shape.image_size
+        images = torch.randn(rows, 3, side, side, device=device)
+        if spec.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        labels = torch.randint(0, spec.shape.num_classes, (rows,), device=device)
+        return F.cross_entropy(model(images).float(), labels, label_smoothing=spec.label_smoothing)
 
     def fetch_data(self) -> str | None:
         return None  # Fashion-MNIST comes with Debian's dataset-fashion-mnist (scripts/install.sh)
@@ -107,11 +124,7 @@ def build_job(spec: ResNetSpec, settings: RunSettings, seed: int, ctx: ParallelC
         # 2-core run 4-8x slower (measured on resnet-mini under load); leave them a core each
         torch.set_num_threads(max(1, min(torch.get_num_threads(), (os.cpu_count() or 1) - spec.loader_workers)))
     torch.manual_seed(seed)
-    model = build_model(spec.shape).to(device)
-    if spec.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    model = parallelize(model, ctx, PARALLELISM, compile=settings.compile,
-                        activation_checkpointing=settings.activation_checkpointing)
+    model = build_model(spec, ctx, device, settings)
     shard = (ctx.dp_rank, ctx.dp_size)
     train = StepLoader(folder.train, spec.transforms, seed, spec.global_batch_size,
                        ctx.dp_slice(spec.global_batch_size), spec.loader_workers)
@@ -128,6 +141,21 @@ def build_job(spec: ResNetSpec, settings: RunSettings, seed: int, ctx: ParallelC
 
     return resnet_job(spec, model, train, loss, evaluate, dataset=dataset, train_images=len(folder.train),
                       val_images=len(folder.val))
+
+
+def build_model(spec: ResNetSpec, ctx: ParallelContext, device: torch.device, settings: RunSettings) -> torch.nn.Module:
+    """ResNet as this rank trains it. Built whole (25.6M parameters at most), except for a meta
+    device (a dry run), where it is built and cut on meta."""
+    on_meta = device.type == "meta"
+    with torch.device("meta") if on_meta else contextlib.nullcontext():
+        model = resnet_model(spec.shape)
+    if not on_meta:
+        model = model.to(device)
+    if spec.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    return parallelize(model, ctx, PARALLELISM, compile=settings.compile,
+                       activation_checkpointing=settings.activation_checkpointing,
+                       materialize=Materialize(device) if on_meta else None)
 
 
 def resnet_job(spec: ResNetSpec, model: torch.nn.Module, batch, loss, evaluate, dataset: str, train_images: int,

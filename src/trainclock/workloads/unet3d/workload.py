@@ -5,6 +5,7 @@ mean DICE, Nesterov SGD with warmup, the unet3d log keys)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import torch
 
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
-from trainclock.distributed.parallelize import parallelize
+from trainclock.distributed.parallelize import Materialize, parallelize
 from trainclock.errors import UsageError
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
 from trainclock.workloads.batch_plan import with_batch_settings
@@ -21,7 +22,7 @@ from trainclock.workloads.unet3d.data.patches import PatchSampler
 from trainclock.workloads.unet3d.data.prepare import prepare_official, prepare_tier
 from trainclock.workloads.unet3d.loss import dice_ce_loss
 from trainclock.workloads.unet3d.metric import METRIC, dice_sums, score
-from trainclock.workloads.unet3d.model import Unet3D
+from trainclock.workloads.unet3d.model import N_CLASSES, Unet3D
 from trainclock.workloads.unet3d.optim import NesterovWarmup
 from trainclock.workloads.unet3d.parallelize import PARALLELISM, check_layout
 from trainclock.workloads.unet3d.spec import MEMBERS, Unet3DSpec, get_member
@@ -47,7 +48,8 @@ class Unet3DWorkload:
     def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> Unet3DSpec:
         spec = get_member(member)
         check_layout(layout)
-        if spec.dataset == "kits19" and settings.data is None:  # refused now, before init measures for a minute
+        # refused now, before init measures for a minute (a dry run, on meta, reads no data)
+        if spec.dataset == "kits19" and settings.data is None and device.type != "meta":
             raise UsageError("unet3d-kits19 trains on KiTS19: pass --data FOLDER (the kits19/data case folders, or "
                              "the reference's preprocessed case_XXXXX_x.npy / _y.npy pairs); it is never downloaded")
         return with_batch_settings(spec, settings, layout, "patches")
@@ -57,10 +59,27 @@ class Unet3DWorkload:
         check_layout(ctx.layout)
         split = ctx.main_first(lambda: load_data(spec, settings.data))  # one rank generates or preprocesses
         torch.manual_seed(seed)
-        model = Unet3D(spec.filters)
-        model = parallelize(model.to(device), ctx, PARALLELISM, compile=settings.compile,
-                            activation_checkpointing=settings.activation_checkpointing)
+        model = self.build_model(spec, ctx, device, settings)
         return unet3d_job(spec, model, split, seed, device, dataset=spec.dataset)
+
+    def build_model(self, spec: Unet3DSpec, ctx: ParallelContext, device: torch.device,
+                    settings: RunSettings) -> torch.nn.Module:
+        """The network as this rank trains it. Built whole (31M parameters), except for a meta
+        device (a dry run), where it is built and cut on meta."""
+        on_meta = device.type == "meta"
+        with torch.device("meta") if on_meta else contextlib.nullcontext():
+            model = Unet3D(spec.filters)
+        return parallelize(model if on_meta else model.to(device), ctx, PARALLELISM, compile=settings.compile,
+                           activation_checkpointing=settings.activation_checkpointing,
+                           materialize=Materialize(device) if on_meta else None)
+
+    def optimizer(self, spec: Unet3DSpec) -> NesterovWarmup:
+        return optimizer(spec, spec.samples_per_epoch)
+
+    def sample_loss(self, spec: Unet3DSpec, model: torch.nn.Module, rows: int, device: torch.device) -> torch.Tensor:
+        images = torch.randn(rows, 1, *spec.patch_shape, device=device)
+        labels = torch.randint(0, N_CLASSES, (rows, 1, *spec.patch_shape), dtype=torch.uint8, device=device)
+        return dice_ce_loss(model(images), labels)
 
     def fetch_data(self) -> str | None:
         return None  # the tiers generate their volumes in prepare (nothing to download)
@@ -112,13 +131,17 @@ def unet3d_job(spec: Unet3DSpec, model: torch.nn.Module, split: Split, seed: int
         global_batch_size=spec.global_batch_size,
         micro_batch_size=spec.micro_batch_size,
         flops_per_sample=spec.flops_per_sample(),
-        optimizer=NesterovWarmup(spec.learning_rate, spec.initial_learning_rate, spec.warmup_epochs,
-                                 len(split.train), spec.global_batch_size, spec.momentum, spec.weight_decay),
+        optimizer=optimizer(spec, len(split.train)),
         eval_schedule=EvalSchedule(every=spec.eval_every_samples, first=spec.eval_first_samples or None),
         eval_samples=len(split.eval),  # the rules count evaluation cases (42)
         max_samples=spec.max_samples,
         log_keys=log_keys(spec, len(split.train)),
     )
+
+
+def optimizer(spec: Unet3DSpec, train_cases: int) -> NesterovWarmup:
+    return NesterovWarmup(spec.learning_rate, spec.initial_learning_rate, spec.warmup_epochs, train_cases,
+                          spec.global_batch_size, spec.momentum, spec.weight_decay)
 
 
 def log_keys(spec: Unet3DSpec, train_cases: int) -> dict:

@@ -89,6 +89,9 @@ class ModelParallelism:
     # cuts the model into this rank's stages, each data parallel (see data_parallel_stage) and
     # materialised there when the model was built on the meta device; None: no pipeline
     pipeline: Callable[[nn.Module, ParallelContext, int, Materialize | None], PipelineModel] | None = None
+    # the layout a convolutional model's weights take on a GPU (torch.channels_last, channels_last_3d):
+    # cuDNN's fastest convolutions (tensor cores) are NHWC, and a convolution follows its weight's layout
+    gpu_memory_format: torch.memory_format | None = None
 
 
 def parallelize(model: nn.Module, ctx: ParallelContext, parallelism: ModelParallelism, *, compile: bool = False,
@@ -108,6 +111,7 @@ def parallelize(model: nn.Module, ctx: ParallelContext, parallelism: ModelParall
         if parallelism.pipeline is None:
             raise UsageError("this benchmark has no pipeline cut; run it without --pp")
         return parallelism.pipeline(model, ctx, microbatches, materialize)
+    to_gpu_memory_format(model, parallelism)
     runnable: nn.Module = torch.compile(model) if compile else model
     if mesh is None or layout.dp == 1:
         _materialize(model, materialize)
@@ -141,6 +145,13 @@ def data_parallel_stage(stage: nn.Module, ctx: ParallelContext, blocks: Iterable
     # the rebuild counts every micro-batch's backward and fails an internal assert once a step has
     # two or more micro-batches (torch 2.13); the stage already hands DDP its outputs to search.
     return DistributedDataParallel(stage, process_group=ctx.mesh["dp"].get_group(), find_unused_parameters=True)
+
+
+def to_gpu_memory_format(model: nn.Module, parallelism: ModelParallelism) -> None:
+    """The model's weights in its GPU memory format, on a GPU only: CPU runs keep their layout."""
+    on_gpu = any(p.device.type == "cuda" for p in model.parameters())
+    if parallelism.gpu_memory_format is not None and on_gpu:
+        model.to(memory_format=parallelism.gpu_memory_format)
 
 
 def mixed_precision(precision: str) -> MixedPrecisionPolicy:

@@ -141,6 +141,8 @@ def _execute(request: RunRequest, ctx: ParallelContext) -> RunResult | None:
         log.start("init_start")
     try:
         job = request.workload.build_job(request.spec, ctx, device, seed, request.settings)
+        if device.type == "cuda":  # the warm-up, untimed, then pays for cuDNN's timing of each shape
+            torch.backends.cudnn.benchmark = job.fixed_input_shapes
         identity["global_batch_size"] = job.global_batch_size
         optimizer = job.optimizer.build(job.model)
         if not resume_meta:

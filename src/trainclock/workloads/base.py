@@ -123,6 +123,9 @@ class TrainJob:
     # "one": a single eval_accuracy line per evaluation (a dict where several metrics); "per_metric": one
     # line per quality metric with metadata {"metric": name}, as stable_diffusion's rules read them
     eval_lines: Literal["one", "per_metric"] = "one"
+    # the batches' shapes repeat from step to step: on a GPU, cuDNN then times its convolution algorithms
+    # for each shape once and keeps the fastest (cudnn.benchmark); images of ever new sizes would re-time
+    fixed_input_shapes: bool = True
 
     def reached(self, metrics: dict[str, float]) -> bool:
         return all(t.met(metrics[t.metric]) for t in self.quality)

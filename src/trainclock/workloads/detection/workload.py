@@ -31,7 +31,7 @@ DATASETS = {"openimages": "the MLPerf OpenImages subset (<folder>/train/labels/o
                           "validation/...; or OpenImages v6's CSVs and images, converted by `trainclock data "
                           "prepare ssd --data FOLDER`)",
             "coco": "COCO 2017 (<folder>/annotations/instances_train2017.json, train2017/, val2017/)"}
-PARALLELISM = ModelParallelism()  # data parallel only, as every published entry trains them
+PARALLELISM = ModelParallelism(gpu_memory_format=torch.channels_last)  # data parallel only, as every published entry trains them
 
 
 def check_layout(layout: Layout) -> None:
@@ -174,6 +174,7 @@ def detection_job(spec: DetectionSpec, model: torch.nn.Module, batch, train: Spl
         eval_samples=len(val.records),
         max_samples=spec.max_samples,
         log_keys=log_keys(spec, train_images, len(val.records)),
+        fixed_input_shapes=spec.shape.fixed_size,  # Mask R-CNN keeps each image's aspect: sizes vary
     )
 
 

@@ -69,7 +69,7 @@ class StableDiffusionWorkload:
             train, evals, text_encoder = ctx.main_first(lambda: load_tier(spec))
         torch.manual_seed(seed)
         model = Conditioned(spec.unet.build(), text_encoder)
-        model = parallelize(model.to(device), ctx, ModelParallelism(), compile=settings.compile,
+        model = parallelize(model.to(device), ctx, ModelParallelism(gpu_memory_format=torch.channels_last), compile=settings.compile,
                             activation_checkpointing=settings.activation_checkpointing)
         return sd_job(spec, model, train, evals, seed, device)
 

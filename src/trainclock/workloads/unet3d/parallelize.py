@@ -4,6 +4,8 @@ forwards per rank (cases differ in size), which FSDP's per-forward all-gathers c
 
 from __future__ import annotations
 
+import torch
+
 from trainclock.distributed.layout import Layout
 from trainclock.distributed.parallelize import ModelParallelism
 from trainclock.errors import UsageError
@@ -17,4 +19,4 @@ def check_layout(layout: Layout) -> None:
                          "drop --fsdp")
 
 
-PARALLELISM = ModelParallelism()
+PARALLELISM = ModelParallelism(gpu_memory_format=torch.channels_last_3d)

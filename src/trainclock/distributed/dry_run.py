@@ -91,6 +91,23 @@ def micro_batches_in_flight(layout: Layout, microbatches: int) -> int:
     return -(-min(m, p) * (p * v + p - 1) // (p * v)) if v > 1 else min(m, p)
 
 
+@contextlib.contextmanager
+def _hookable(model: nn.Module) -> Iterator[None]:
+    """MemTracker puts a gradient hook on every parameter of a module that runs forward, which a
+    frozen parameter refuses: frozen weights (a text encoder beside the trained UNet) take
+    requires_grad for the forward only. A frozen module's forward runs under no_grad in the models
+    that have one, so no graph reaches them; they are frozen again before the backward, and the
+    optimizer was built without them."""
+    frozen = [p for p in model.parameters() if not p.requires_grad]
+    for p in frozen:
+        p.requires_grad_(True)
+    try:
+        yield
+    finally:
+        for p in frozen:
+            p.requires_grad_(False)
+
+
 def measure(model: nn.Module, build_optimizer: Callable[[nn.Module], torch.optim.Optimizer],
             sample_loss: SampleLoss, in_flight: int, autocast_dtype: torch.dtype | None) -> RankMemory:
     """What `model` (materialised as fake tensors) holds on this rank through one training step of
@@ -112,7 +129,8 @@ def measure(model: nn.Module, build_optimizer: Callable[[nn.Module], torch.optim
         tracker = MemTracker()
         tracker.track_external(model)
         with tracker, _autocast(autocast_dtype), _no_gradient_sync(model), _FlashAttention():
-            loss = sample_loss(model)
+            with _hookable(model):
+                loss = sample_loss(model)
             if loss is not None:
                 activations = _snapshot(tracker, "current")["Activation"]
                 for stage_loss in reversed([loss] if isinstance(loss, torch.Tensor) else list(loss)):

@@ -5,6 +5,8 @@ greedy-decoded WER with the EMA weights, LAMB with its warmup-hold-decay rate, t
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import torch
 
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
-from trainclock.distributed.parallelize import parallelize
+from trainclock.distributed.parallelize import Materialize, parallelize
 from trainclock.errors import UsageError
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
 from trainclock.workloads.batch_plan import with_batch_settings
@@ -45,7 +47,8 @@ class RnntWorkload:
     def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> RnntSpec:
         spec = get_member(member)
         check_layout(layout)
-        if spec.dataset == "librispeech" and settings.data is None:
+        # refused now, before init measures for a minute (a dry run, on meta, reads no data)
+        if spec.dataset == "librispeech" and settings.data is None and device.type != "meta":
             raise UsageError("rnnt-librispeech trains on LibriSpeech: pass --data FOLDER (train-*/dev-clean folders "
                              "of FLAC, or the reference's librispeech-*-wav.json manifests); it is never downloaded")
         return with_batch_settings(spec, settings, layout, "utterances")
@@ -55,9 +58,39 @@ class RnntWorkload:
         check_layout(ctx.layout)
         corpus = ctx.main_first(lambda: load_corpus(spec, settings.data))  # one rank synthesises the speech
         torch.manual_seed(seed)
-        model = parallelize(RNNT(spec.model).to(device), ctx, PARALLELISM, compile=settings.compile,
-                            activation_checkpointing=settings.activation_checkpointing)
+        model = self.build_model(spec, ctx, device, settings)
         return rnnt_job(spec, model, corpus, seed, device)
+
+    def build_model(self, spec: RnntSpec, ctx: ParallelContext, device: torch.device,
+                    settings: RunSettings) -> torch.nn.Module:
+        """The network as this rank trains it. Built whole (49M parameters), except for a meta
+        device (a dry run), where it is built on meta."""
+        on_meta = device.type == "meta"
+        with torch.device("meta") if on_meta else contextlib.nullcontext():
+            model = RNNT(spec.model)
+        return parallelize(model if on_meta else model.to(device), ctx, PARALLELISM, compile=settings.compile,
+                           activation_checkpointing=settings.activation_checkpointing,
+                           materialize=Materialize(device) if on_meta else None)
+
+    def optimizer(self, spec: RnntSpec) -> RnntLamb:
+        # the nominal training set's epoch (the data's own count sets it in a run)
+        return rnnt_optimizer(spec, max(1, spec.train_utterances // spec.global_batch_size))
+
+    def sample_loss(self, spec: RnntSpec, model: torch.nn.Module, rows: int, device: torch.device) -> torch.Tensor:
+        """The transducer loss of `rows` utterances padded as a full-size batch is: to the longest
+        utterance the rules keep (max_duration, 16.7 s: with one duration bucket a batch's rows are
+        drawn across all durations, and 192 of LibriSpeech's, most of them 12-16 s, all but always
+        hold one near the cap), i.e. 557 feature frames of 240 (10 ms hop, 3 stacked, every 3rd
+        kept), and transcripts of the mean utterance's piece rate at that length (45 pieces per
+        12.3 s: 62). The loss reads only shapes (a lattice of T x U+1 per utterance)."""
+        frames = math.ceil(spec.max_duration / spec.features.hop_s / spec.features.subsampling)
+        pieces = math.ceil(spec.mean_pieces * spec.max_duration / spec.mean_duration)
+        feats = torch.randn(rows, frames, spec.model.in_features, device=device)
+        feat_lens = torch.full((rows,), frames, dtype=torch.long, device=device)
+        labels = torch.randint(0, spec.model.vocab, (rows, pieces), device=device)
+        label_lens = torch.full((rows,), pieces, dtype=torch.long, device=device)
+        blank, emit, encoded = model(feats, feat_lens, labels)
+        return transducer_loss(blank, emit, encoded, label_lens).mean()
 
     def fetch_data(self) -> str | None:
         return None  # the tiers synthesise their speech in prepare (nothing to download)
@@ -92,8 +125,7 @@ def rnnt_job(spec: RnntSpec, model: torch.nn.Module, corpus: Corpus, seed: int, 
         raise UsageError(f"{len(train)} training utterances cannot fill a global batch of {spec.global_batch_size}")
     evals = Utterances(corpus.eval, processor, cache=in_memory)
     batches = BucketBatches(train, spec.global_batch_size, spec.buckets, spec.features, seed)
-    optimizer = RnntLamb(spec.learning_rate, batches.steps_per_epoch, spec.warmup_epochs, spec.hold_epochs,
-                         spec.exp_gamma, beta1=spec.beta1, beta2=spec.beta2, ema=spec.ema)
+    optimizer = rnnt_optimizer(spec, batches.steps_per_epoch)
     cached: dict[tuple[int, int], list] = {}
 
     def evaluate(m: torch.nn.Module, autocast, shard: tuple[int, int]) -> EvalShard:
@@ -139,6 +171,11 @@ def rnnt_job(spec: RnntSpec, model: torch.nn.Module, corpus: Corpus, seed: int, 
         max_samples=spec.epochs * epoch,
         log_keys=log_keys(spec, len(train)),
     )
+
+
+def rnnt_optimizer(spec: RnntSpec, steps_per_epoch: int) -> RnntLamb:
+    return RnntLamb(spec.learning_rate, steps_per_epoch, spec.warmup_epochs, spec.hold_epochs, spec.exp_gamma,
+                    beta1=spec.beta1, beta2=spec.beta2, ema=spec.ema)
 
 
 def log_keys(spec: RnntSpec, train_utterances: int) -> dict:

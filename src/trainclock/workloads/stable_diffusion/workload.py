@@ -5,27 +5,30 @@ DDIM sampling scored by FID and CLIP score, AdamW with warmup, stable_diffusion'
 from __future__ import annotations
 
 import argparse
+import contextlib
 from collections.abc import Sequence
 
 import torch
 
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
-from trainclock.distributed.parallelize import ModelParallelism, parallelize
+from trainclock.distributed.parallelize import Materialize, ModelParallelism, parallelize
 from trainclock.errors import UsageError
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, RunSettings, TrainJob
 from trainclock.workloads.batch_plan import with_batch_settings
 from trainclock.workloads.stable_diffusion import diffusion, metric
 from trainclock.workloads.stable_diffusion.cost import cost_model, unet_forward_flops
+from trainclock.workloads.stable_diffusion.data import captioned
 from trainclock.workloads.stable_diffusion.data.batches import SampleBatches
 from trainclock.workloads.stable_diffusion.data.sets import EvalSet, TrainSet
 from trainclock.workloads.stable_diffusion.metric import CLIP, FID, quality
-from trainclock.workloads.stable_diffusion.model import Conditioned, SpaceToDepth
+from trainclock.workloads.stable_diffusion.model import SD2_TEXT, Conditioned, SpaceToDepth, tiny_text_config
 from trainclock.workloads.stable_diffusion.optim import AdamWLinearWarmup
 from trainclock.workloads.stable_diffusion.spec import MEMBERS, SDSpec, get_member
 
 EVAL_BATCH = 16  # captions generated per sampler call
 EVAL_NOISE_SEED = 1234  # the starting noise of caption i is fixed: every run and rank draws the same
+PARALLELISM = ModelParallelism(gpu_memory_format=torch.channels_last)
 
 
 def check_layout(layout: Layout) -> None:
@@ -53,7 +56,8 @@ class StableDiffusionWorkload:
     def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> SDSpec:
         spec = get_member(member)
         check_layout(layout)
-        if spec.dataset == "laion" and settings.data is None:
+        # a dry run, on meta, reads nothing: no shards, no checkpoint
+        if spec.dataset == "laion" and settings.data is None and device.type != "meta":
             raise UsageError("sd-laion400m trains on the LAION-400M moments: pass --data FOLDER (the webdataset "
                              ".tar shards and val2014_30k.tsv) and --checkpoint DIR; nothing is downloaded")
         return with_batch_settings(spec, settings, layout, "images")
@@ -68,10 +72,27 @@ class StableDiffusionWorkload:
         else:
             train, evals, text_encoder = ctx.main_first(lambda: load_tier(spec))
         torch.manual_seed(seed)
-        model = Conditioned(spec.unet.build(), text_encoder)
-        model = parallelize(model.to(device), ctx, ModelParallelism(gpu_memory_format=torch.channels_last), compile=settings.compile,
-                            activation_checkpointing=settings.activation_checkpointing)
+        model = build_model(spec, ctx, device, settings, text_encoder)
         return sd_job(spec, model, train, evals, seed, device)
+
+    def build_model(self, spec: SDSpec, ctx: ParallelContext, device: torch.device,
+                    settings: RunSettings) -> torch.nn.Module:
+        return build_model(spec, ctx, device, settings)
+
+    def optimizer(self, spec: SDSpec) -> AdamWLinearWarmup:
+        return optimizer(spec)
+
+    def sample_loss(self, spec: SDSpec, model: torch.nn.Module, rows: int, device: torch.device) -> torch.Tensor:
+        """The v-prediction loss of `rows` latents as a step draws them (fp32 (rows, 4, 64, 64) at
+        full size, from the VAE moments), their noise, timesteps in [0, 1000) and caption ids
+        padded to 77 (SD2's CLIP tokenizer), through the frozen text encoder and the UNet."""
+        scheduler = diffusion.training_scheduler()
+        shape = (rows, spec.unet.channels, spec.unet.sample_size, spec.unet.sample_size)
+        latents = torch.randn(shape, device=device)
+        noise = torch.randn(shape, device=device)
+        timesteps = torch.randint(0, scheduler.config.num_train_timesteps, (rows,), device=device)
+        ids = torch.randint(0, text_config(spec).vocab_size, (rows, spec.text_length), device=device)
+        return diffusion.v_loss(model, scheduler, latents, noise, timesteps, ids)
 
     def fetch_data(self) -> str | None:
         return None  # the tiers generate their data from Fashion-MNIST in prepare
@@ -87,6 +108,42 @@ class StableDiffusionWorkload:
 
     def cost(self, member: str):
         return cost_model(member)
+
+
+def text_config(spec: SDSpec):
+    """The frozen text encoder's shape: SD2's OpenCLIP text tower, or the tier's tiny CLIP tower
+    over its closed vocabulary (the words and CLIP's 4 special ids)."""
+    if spec.dataset == "laion":
+        return SD2_TEXT
+    return tiny_text_config(len(captioned.WORDS) + 4, spec.text_width, spec.text_length)
+
+
+def build_model(spec: SDSpec, ctx: ParallelContext, device: torch.device, settings: RunSettings,
+                text_encoder: torch.nn.Module | None = None) -> torch.nn.Module:
+    """The UNet (drawn from the current random state) beside the frozen text encoder, as this rank
+    trains them: `text_encoder` is the one the data brings (SD2's from --checkpoint, the tier's
+    trained tower); without it one of the member's shape stands in, drawn apart from the random
+    state, so the UNet and every later draw are those of a build with the data's. Built whole
+    (865.9M UNet parameters, under parallelize's limit), except for a meta device (a dry run),
+    where both are built on meta and nothing is read. The text encoder's weights are frozen
+    (requires_grad False: no gradients, left out of the optimizer); the VAE is no part of it
+    (the shards hold its moments; only evaluation decodes)."""
+    from transformers import CLIPTextModel
+
+    on_meta = device.type == "meta"
+    with torch.device("meta") if on_meta else contextlib.nullcontext():
+        unet = spec.unet.build()
+        if text_encoder is None:
+            with torch.random.fork_rng(devices=[]):
+                text_encoder = CLIPTextModel(text_config(spec))
+    model = Conditioned(unet, text_encoder)
+    return parallelize(model if on_meta else model.to(device), ctx, PARALLELISM, compile=settings.compile,
+                       activation_checkpointing=settings.activation_checkpointing,
+                       materialize=Materialize(device) if on_meta else None)
+
+
+def optimizer(spec: SDSpec) -> AdamWLinearWarmup:
+    return AdamWLinearWarmup(spec.learning_rate, spec.warmup_steps, spec.warmup_start)
 
 
 def load_tier(spec: SDSpec) -> tuple[TrainSet, EvalSet, torch.nn.Module]:
@@ -135,7 +192,7 @@ def sd_job(spec: SDSpec, model: torch.nn.Module, train: TrainSet, evals: EvalSet
         global_batch_size=spec.global_batch_size,
         micro_batch_size=spec.micro_batch_size,
         flops_per_sample=3 * unet_forward_flops(spec),  # the UNet forward + backward: the encoders are frozen
-        optimizer=AdamWLinearWarmup(spec.learning_rate, spec.warmup_steps, spec.warmup_start),
+        optimizer=optimizer(spec),
         eval_schedule=EvalSchedule(every=spec.eval_every_samples),
         eval_samples=len(evals.ids),
         max_samples=spec.max_samples,

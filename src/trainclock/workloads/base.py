@@ -17,6 +17,8 @@ from torch import nn
 from trainclock.workloads.batches import TreeBatch
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from trainclock.distributed.context import ParallelContext
     from trainclock.distributed.layout import Layout
     from trainclock.optim.base import OptimizerSetup
@@ -234,4 +236,13 @@ class Workload(Protocol):
 
     def cost(self, member: str) -> "WorkloadCost | None":
         """The planner's cost model of a member, or None where the workload has none."""
+        ...
+
+    def write_sample_data(self, member: str, folder: "Path", samples: int, seed: int) -> str:
+        """Made-up data in the member's own on-disk format and shapes (for a full size: the official
+        files' format, with samples of the real set's typical size) under `folder`: at least `samples`
+        training samples and the smallest evaluation set the job accepts. Returns the --data value that
+        runs the member on it. It measures the host pipeline at full size without the real data
+        (benchmarks/host_pipeline.py) and feeds tests; its contents are random, so no target is
+        reachable on it."""
         ...

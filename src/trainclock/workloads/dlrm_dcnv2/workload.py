@@ -113,6 +113,11 @@ class DlrmWorkload:
 
         return DlrmCost(get_member(member))
 
+    def write_sample_data(self, member: str, folder: Path, samples: int, seed: int) -> str:
+        from trainclock.workloads.dlrm_dcnv2.data.sample import write_sample
+
+        return write_sample(get_member(member), folder, samples, seed)
+
 
 def check_fits(spec: DlrmSpec, device: torch.device, ranks: int) -> None:
     """Refuse a model whose weights, gradients and Adagrad state (3 x fp32) exceed the device:

@@ -97,6 +97,11 @@ class Unet3DWorkload:
 
         return cost_model(member)
 
+    def write_sample_data(self, member: str, folder: Path, samples: int, seed: int) -> str:
+        from trainclock.workloads.unet3d.data.sample import write_sample
+
+        return write_sample(get_member(member), folder, samples, seed)
+
 
 def npy_folder(spec: Unet3DSpec, data: str | None, force: bool = False) -> Path:
     if data is not None:

@@ -14,6 +14,7 @@ import torch
 from trainclock.errors import DataError
 from trainclock.workloads.rnnt.data.librispeech import load_audio, read_split
 from trainclock.workloads.rnnt.data.prepare import prepare_official
+from trainclock.workloads.rnnt.data.sample import write_tree as write_utterances
 from trainclock.workloads.rnnt.features import (FeatureConfig, log_mel, mel_filters, spec_augment, stack_frames,
                                                 utterance_features)
 
@@ -27,15 +28,8 @@ def tone(seconds: float, hz: float) -> np.ndarray:
 
 def write_tree(root: Path, split: str, texts: dict[str, str]) -> None:
     """<root>/<split>/<speaker>/<chapter>/<key>.flac and <speaker>-<chapter>.trans.txt, keys 'spk-ch-utt'."""
-    listings: dict[Path, list[str]] = {}
-    for i, (key, text) in enumerate(texts.items()):
-        speaker, chapter, _ = key.split("-")
-        folder = root / split / speaker / chapter
-        folder.mkdir(parents=True, exist_ok=True)
-        soundfile.write(str(folder / f"{key}.flac"), tone(0.5 + 0.25 * i, 300 + 100 * i), RATE, format="FLAC")
-        listings.setdefault(folder / f"{speaker}-{chapter}.trans.txt", []).append(f"{key} {text}")
-    for path, lines in listings.items():
-        path.write_text("\n".join(lines) + "\n")
+    write_utterances(root, split, {key: (tone(0.5 + 0.25 * i, 300 + 100 * i), text)
+                                   for i, (key, text) in enumerate(texts.items())})
 
 
 def test_published_librispeech_tree_is_read_with_normalised_transcripts(tmp_path):

@@ -73,3 +73,39 @@ def test_gradients_are_finite_and_the_chunked_joint_gives_the_same_ones():
     for full, chunked in zip(*grads):
         assert torch.isfinite(full).all()
         torch.testing.assert_close(chunked, full)
+
+
+def test_written_out_gradient_matches_finite_differences_with_padding():
+    """The loss's own backward (not autograd's) against central differences, on a padded batch
+    whose utterances end at different frames and labels, one of them with no labels at all."""
+    torch.manual_seed(2)
+    V, blank = 5, 4
+    sizes = [(4, 3), (2, 1), (5, 0), (1, 2)]
+    T, U = max(t for t, _ in sizes), max(u for _, u in sizes)
+    logits = torch.randn(len(sizes), T, U + 1, V, dtype=torch.float64, requires_grad=True)
+    labels = torch.randint(0, blank, (len(sizes), U))
+    frames, lengths = torch.tensor([t for t, _ in sizes]), torch.tensor([u for _, u in sizes])
+    weights = torch.tensor([1.0, 0.5, 2.0, 0.25], dtype=torch.float64)  # a non-uniform upstream gradient
+
+    def weighted_loss(x):
+        return (transducer_loss(*lattice_log_probs(x, labels, blank), frames, lengths) * weights).sum()
+
+    assert torch.autograd.gradcheck(weighted_loss, (logits,))
+    (grad,) = torch.autograd.grad(weighted_loss(logits), logits)
+    for i, (t, u) in enumerate(sizes):  # padding gets nothing
+        assert grad[i, t:].abs().max() == 0 if t < T else True
+        assert grad[i, :, u + 1:].abs().max() == 0 if u < U else True
+
+
+def test_gradient_is_finite_in_float32_at_full_length():
+    """T = 280 frames and U = 130 labels, as at full size: no -inf - -inf, no overflow."""
+    torch.manual_seed(3)
+    B, T, U, V = 2, 280, 130, 16
+    logits = torch.randn(B, T, U + 1, V, requires_grad=True)
+    labels = torch.randint(0, V - 1, (B, U))
+    loss = transducer_loss(*lattice_log_probs(logits, labels, V - 1), torch.tensor([280, 200]),
+                           torch.tensor([130, 90])).sum()
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(logits.grad).all()
+    # each frame's log-softmax gradient sums to zero over the vocabulary
+    torch.testing.assert_close(logits.grad.sum(-1), torch.zeros(B, T, U + 1), atol=1e-4, rtol=0)

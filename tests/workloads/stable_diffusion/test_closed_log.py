@@ -15,13 +15,13 @@ import torch
 from torch import nn
 
 from tests.official_checker import check
-from tests.workloads.stable_diffusion.test_formats import npy_bytes, write_shard
 from trainclock.errors import UsageError
 from trainclock.mllog.reader import read_events
 from trainclock.train.loop import TrainOptions
 from trainclock.train.run import RunRequest, execute
 from trainclock.workloads.base import RunSettings
 from trainclock.workloads.stable_diffusion import WORKLOAD
+from trainclock.workloads.stable_diffusion.data.sample import npy_bytes, write_shard
 from trainclock.workloads.stable_diffusion.model import UNetShape
 from trainclock.workloads.stable_diffusion.spec import get_member
 

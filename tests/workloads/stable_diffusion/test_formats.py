@@ -5,7 +5,6 @@ bad files are one DataError line."""
 from __future__ import annotations
 
 import io
-import tarfile
 
 import numpy as np
 import pytest
@@ -16,23 +15,8 @@ from hypothesis import strategies as st
 from trainclock.errors import DataError
 from trainclock.workloads.stable_diffusion.data.formats import (licensed_keys, read_captions_tsv, read_fid_stats,
                                                                 write_fid_stats)
+from trainclock.workloads.stable_diffusion.data.sample import npy_bytes, write_shard
 from trainclock.workloads.stable_diffusion.data.shard_index import LazyCaptions, LazyMoments, scan_shard, shard_index
-
-
-def write_shard(path, samples: dict[str, dict[str, bytes]]):
-    with tarfile.open(path, "w") as tar:
-        for key, files in samples.items():
-            for ext, data in files.items():
-                info = tarfile.TarInfo(f"{key}.{ext}")
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-    return path
-
-
-def npy_bytes(array) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, array)
-    return buffer.getvalue()
 
 
 def png_bytes() -> bytes:

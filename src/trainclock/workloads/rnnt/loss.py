@@ -60,26 +60,120 @@ def transducer_loss(blank_BTU: torch.Tensor, emit_BTU: torch.Tensor, frames_B: t
                     labels_B: torch.Tensor) -> torch.Tensor:
     """-log P(y | x) per utterance (B,), from the lattice log-probabilities; frames_B and labels_B
     are each utterance's T and U (padding beyond them is ignored)."""
-    B, T, U1 = blank_BTU.shape
-    emit_BTU = emit_BTU.double() if blank_BTU.dtype == torch.float64 else emit_BTU.float()
-    blank_BTU = blank_BTU.to(emit_BTU.dtype)
-    u_index = torch.arange(U1, device=blank_BTU.device)
-    # columns past an utterance's U are never read; a finite floor there (not -inf) keeps every
-    # alpha finite, so logcumsumexp's backward never meets -inf - -inf
-    emit_BTU = emit_BTU.masked_fill(u_index[None, None, :] >= labels_B[:, None, None], _FLOOR)
-    # C[t, u] = sum of emit[t, 0..u-1]: the cost of emitting labels 1..u within frame t
-    cum_BTU = torch.nn.functional.pad(emit_BTU[..., :-1].cumsum(-1), (1, 0))
-    alphas = []
-    entry_BU = torch.full((B, U1), float("-inf"), dtype=emit_BTU.dtype, device=emit_BTU.device)
-    entry_BU[:, 0] = 0.0
-    for t in range(T):
-        if t > 0:
-            entry_BU = alphas[-1] + blank_BTU[:, t - 1]
-        # alpha[t, u] = logsumexp over u' <= u of entry[u'] + C[u] - C[u']
-        alpha_BU = torch.logcumsumexp(entry_BU - cum_BTU[:, t], -1) + cum_BTU[:, t]
-        alphas.append(alpha_BU)
-    alpha_BTU = torch.stack(alphas, 1)
-    batch = torch.arange(B, device=blank_BTU.device)
-    last_t = (frames_B - 1).clamp(min=0)
-    log_p = alpha_BTU[batch, last_t, labels_B] + blank_BTU[batch, last_t, labels_B]
-    return -log_p
+    dtype = torch.float64 if blank_BTU.dtype == torch.float64 else torch.float32
+    return _TransducerLoss.apply(blank_BTU.to(dtype), emit_BTU.to(dtype), frames_B, labels_B)
+
+
+class _TransducerLoss(torch.autograd.Function):
+    """The forward-backward algorithm with its gradient written out. Autograd through a loop over
+    the lattice would record several small operators per step and replay them all backwards; here
+    one loop computes alpha, and beta along with it as the alpha of each utterance's reversed
+    lattice (the two stacked into one batch), and the gradient is one vectorised expression
+    (Graves 2012, "Sequence transduction with recurrent neural networks", eq. 20):
+        d log P / d blank[t, u] = exp(alpha[t, u] + blank[t, u] + beta[t+1, u] - log P)
+        d log P / d emit[t, u]  = exp(alpha[t, u] + emit[t, u] + beta[t, u+1] - log P)
+    where beta[t, u] is the log-probability of finishing from (t, u), final blank included."""
+
+    @staticmethod
+    def forward(ctx, blank_BTU: torch.Tensor, emit_BTU: torch.Tensor, frames_B: torch.Tensor,
+                labels_B: torch.Tensor) -> torch.Tensor:
+        B, T, U1 = blank_BTU.shape
+        u_index = torch.arange(U1, device=blank_BTU.device)
+        # columns past an utterance's U are never read; a finite floor there (not -inf) keeps every
+        # alpha of the lattice finite, so the gradient meets no -inf - -inf
+        emit_BTU = emit_BTU.masked_fill(u_index[None, None, :] >= labels_B[:, None, None], _FLOOR)
+        # the reversed lattice's blank from (t', u') is the original's from (T-2-t', U-u'), its label
+        # from (t', u') the original's from (T-1-t', U-1-u')
+        back_blank_BTU = _reversed(blank_BTU, frames_B, labels_B, -1, 0)
+        back_emit_BTU = _reversed(emit_BTU, frames_B, labels_B, 0, -1)
+        flat_alpha = _alphas([blank_BTU, back_blank_BTU], [emit_BTU, back_emit_BTU])
+        alpha_BTU = _lattice_view(flat_alpha[:B], T, U1)
+        batch_B = torch.arange(B, device=blank_BTU.device)
+        final_blank_B = blank_BTU[batch_B, frames_B - 1, labels_B]  # the blank that ends every path
+        # beta[t, u] = alpha of the reversed lattice at (T-1-t, U-u), plus the final blank it starts with
+        t_BT1, u_B1U = _reversed_points(frames_B, labels_B, T, U1, 0, 0)
+        back_alpha_at = (t_BT1 + u_B1U) * (U1 + 1) + 1 + u_B1U  # _alphas' flat layout
+        beta_BTU = flat_alpha[B:].gather(1, back_alpha_at.view(B, -1)).view(B, T, U1) + final_blank_B[:, None, None]
+        t_index = torch.arange(T, device=blank_BTU.device)
+        outside_BTU = (t_index[None, :, None] >= frames_B[:, None, None]) | (u_index[None, None, :] > labels_B[:, None, None])
+        beta_BTU = beta_BTU.masked_fill_(outside_BTU, float("-inf"))
+        log_p_B = alpha_BTU[batch_B, frames_B - 1, labels_B] + final_blank_B
+        ctx.save_for_backward(blank_BTU, emit_BTU, alpha_BTU, beta_BTU, frames_B, labels_B, log_p_B)
+        return -log_p_B
+
+    @staticmethod
+    def backward(ctx, grad_B: torch.Tensor):
+        blank_BTU, emit_BTU, alpha_BTU, beta_BTU, frames_B, labels_B, log_p_B = ctx.saved_tensors
+        centre_BTU = alpha_BTU - log_p_B[:, None, None]
+        scale_B11 = -grad_B[:, None, None]
+        # after a blank at (t, u) comes beta[t+1, u] (-inf past an utterance's frames)...
+        grad_blank = torch.zeros_like(blank_BTU)
+        inner = grad_blank[:, :-1]
+        torch.add(centre_BTU[:, :-1], blank_BTU[:, :-1], out=inner).add_(beta_BTU[:, 1:]).exp_().mul_(scale_B11)
+        # ...except the final blank, which every path takes: d log P / d it = 1
+        grad_blank[torch.arange(blank_BTU.size(0), device=blank_BTU.device), frames_B - 1, labels_B] = scale_B11[:, 0, 0]
+        # after a label at (t, u) comes beta[t, u+1]; nothing after the last column
+        grad_emit = torch.zeros_like(emit_BTU)
+        inner = grad_emit[..., :-1]
+        torch.add(centre_BTU[..., :-1], emit_BTU[..., :-1], out=inner).add_(beta_BTU[..., 1:]).exp_().mul_(scale_B11)
+        return grad_blank, grad_emit, None, None
+
+
+def _reversed(x_BTU: torch.Tensor, frames_B: torch.Tensor, labels_B: torch.Tensor, dt: int, du: int) -> torch.Tensor:
+    """out[b, t, u] = x[b, T_b - 1 - t + dt, U_b - u + du]: each utterance's lattice read backwards
+    from its own last point (T_b - 1, U_b)."""
+    B, T, U1 = x_BTU.shape
+    t_BT1, u_B1U = _reversed_points(frames_B, labels_B, T, U1, dt, du)
+    return x_BTU.reshape(B, T * U1).gather(1, (t_BT1 * U1 + u_B1U).view(B, -1)).view(B, T, U1)
+
+
+def _reversed_points(frames_B: torch.Tensor, labels_B: torch.Tensor, T: int, U1: int, dt: int,
+                     du: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(t, u) = (T_b - 1 - t' + dt, U_b - u' + du) for every point (t', u'), broadcast (B, T, 1) and
+    (B, 1, U+1). Indices outside the utterance are clamped: what they give lies past its own
+    reversed lattice, where nothing flows back from, and is masked where it is read."""
+    t_BT1 = (frames_B[:, None] - 1 + dt - torch.arange(T, device=frames_B.device)).clamp(0, T - 1)[:, :, None]
+    u_B1U = (labels_B[:, None] + du - torch.arange(U1, device=frames_B.device)).clamp(0, U1 - 1)[:, None, :]
+    return t_BT1.expand(-1, -1, U1), u_B1U.expand(-1, T, -1)
+
+
+def _alphas(blanks: list[torch.Tensor], emits: list[torch.Tensor]) -> torch.Tensor:
+    """alpha[t, u] of each lattice (blank and emit log-probabilities, each (B, T, U+1)): the
+    log-probability of reaching (t, u) from (0, 0), by anti-diagonals n = t + u, all lattices in
+    one loop of T + U steps: every point of a diagonal depends only on the one before, so a step
+    is one add and one elementwise logaddexp. Returns them in the flat layout below. (A step per frame needs logcumsumexp along u, whose
+    CPU kernel is serial: 3-4x slower at full size.) Points off the lattice stay -inf.
+
+    Layout: point (t, u) lives at (t + u) * (U+2) + 1 + u of one flat row per utterance, a -inf
+    slot opening each diagonal, so both predecessors of a whole diagonal are contiguous slices one
+    element apart: (t, u-1) one diagonal back one column left (for u = 0 the opening slot), (t-1, u)
+    one diagonal back in the same column; a view with a leading stride of 1 holds both. The
+    weights of those two moves (the label's emit, the blank) sit in one buffer, emits then blanks,
+    so one view with a leading stride of (the emits' size + 1) lines up with that pair."""
+    B, T, U1 = blanks[0].shape
+    width, steps = U1 + 1, T + U1 - 1
+    length = steps * width
+    weights = blanks[0].new_full((2, len(blanks) * B, length), float("-inf"))
+    rows = weights.size(1)
+    for i, (blank, emit) in enumerate(zip(blanks, emits)):
+        _lattice_view(weights[0, i * B:(i + 1) * B], T, U1).copy_(emit)
+        _lattice_view(weights[1, i * B:(i + 1) * B], T, U1).copy_(blank)
+    flat_alpha = weights.new_empty((rows, length))
+    flat_alpha.view(rows, steps, width)[:, :, 0] = float("-inf")  # the opening slots
+    flat_alpha[:, 1:width] = float("-inf")
+    flat_alpha[:, 1] = 0.0  # (0, 0)
+    pair = (2, rows, U1)
+    step_sum = weights.new_empty(pair)
+    for start in range(width, length, width):
+        # [0]: from (t, u-1) plus its emit; [1]: from (t-1, u) plus its blank
+        before = flat_alpha.as_strided(pair, (1, length, 1), start - width)
+        moves = weights.as_strided(pair, (weights.stride(0) + 1, weights.stride(1), 1), start - width)
+        torch.add(before, moves, out=step_sum)
+        torch.logaddexp(step_sum[0], step_sum[1], out=flat_alpha[:, start + 1:start + width])
+    return flat_alpha  # the lattices one under the other; _lattice_view reads one
+
+
+def _lattice_view(flat_BL: torch.Tensor, T: int, U1: int) -> torch.Tensor:
+    """view[b, t, u] = flat[b, (t + u) * (U+2) + 1 + u]: strides (U+2) along t, (U+3) along u."""
+    width = U1 + 1
+    return flat_BL.as_strided((flat_BL.size(0), T, U1), (flat_BL.stride(0), width, width + 1), flat_BL.storage_offset() + 1)

@@ -109,6 +109,17 @@ class RnntWorkload:
 
         return cost_model(member)
 
+    def write_sample_data(self, member: str, folder: Path, samples: int, seed: int) -> str:
+        """Made-up LibriSpeech (data/sample.py) of the member's utterance lengths: `samples` training
+        utterances as train-clean-100, one dev-clean utterance, and at full size the reference's
+        1023-piece sentencepiece model beside them (trained from a sample's few transcripts it would
+        lack pieces; a tier's small model is trained from them when the run prepares the folder)."""
+        from trainclock.workloads.rnnt.data.sample import write_librispeech
+
+        spec = get_member(member)
+        return str(write_librispeech(Path(folder), samples, seed, spec.model.vocab, spec.mean_duration,
+                                     spec.max_duration, sentencepiece=spec.dataset == "librispeech"))
+
 
 def load_corpus(spec: RnntSpec, data: str | None, force: bool = False) -> Corpus:
     if data is not None:

@@ -5,11 +5,16 @@
                         does), and val2014_30k.tsv (the COCO-2014 evaluation captions)
   --checkpoint DIR      the SD2 checkpoint in diffusers' layout: text_encoder/ (CLIPTextModel, the
                         OpenCLIP ViT-H/14 text tower to its penultimate layer), tokenizer/
-                        (vocab.json, merges.txt) and vae/ (AutoencoderKL, to decode generated latents)
+                        (vocab.json, merges.txt) and vae/ (AutoencoderKL, to decode generated latents);
+                        without the flag, the data folder's checkpoint/ where it has one
   --evaluators DIR      fid_features.pt (TorchScript: images in [0, 1] -> Inception pool3 features),
                         clip.pt (TorchScript: (images, token ids) -> cosine per image, ViT-H/14) and
-                        val2014_30k_stats.npz (the FID reference statistics)
-The shards are indexed once (data/shard_index.py) and each step reads its batch's samples from them."""
+                        val2014_30k_stats.npz (the FID reference statistics); without the flag, the
+                        data folder's evaluators/ where it has one
+The shards are indexed once (data/shard_index.py) and each step reads its batch's samples from them.
+A job on the meta device (a dry run, or benchmarks/host_pipeline.py timing the batches) reads the
+shards, the captions and the tokenizer but no weights: the text encoder is built on meta from its
+shape, and evaluation, which needs the VAE and the evaluators, never runs there."""
 
 from __future__ import annotations
 
@@ -29,11 +34,14 @@ CAPTIONS_TSV = "val2014_30k.tsv"
 FID_STATS = "val2014_30k_stats.npz"
 
 
-def _folder(settings: RunSettings, flag: str) -> Path:
+def _folder(settings: RunSettings, flag: str, data: Path) -> Path:
     value = settings.extra.get(flag.lstrip("-").replace("-", "_"))
     if not value:
-        raise UsageError(f"sd-laion400m needs {flag} DIR (see `trainclock run stable_diffusion --help`); "
-                         "pretrained weights are never downloaded")
+        inside = data / flag.lstrip("-")  # <data>/checkpoint, <data>/evaluators: one folder holds a whole set
+        if inside.is_dir():
+            return inside
+        raise UsageError(f"sd-laion400m needs {flag} DIR, or a {inside.name}/ folder in --data (see `trainclock "
+                         "run stable_diffusion --help`); pretrained weights are never downloaded")
     folder = Path(value).expanduser()
     if not folder.is_dir():
         raise DataError(f"{flag} {folder} is not a folder")
@@ -51,21 +59,37 @@ def _licensed(folder: Path) -> set[str] | None:
     return set().union(*(licensed_keys(p) for p in sorted(folder.glob("*.parquet")))) or None
 
 
-def build_official(spec: SDSpec, settings: RunSettings):
+class NoWeights(torch.nn.Module):
+    """Where the VAE decoder, the FID network and the CLIP scorer stand in a job that read no weights."""
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        raise UsageError("this sd-laion400m job was built on the meta device, without weights: it cannot "
+                         "evaluate; build it on a real device with --checkpoint and --evaluators")
+
+
+def build_official(spec: SDSpec, settings: RunSettings, weights: bool = True):
+    """(train set, eval set, text encoder) from the local files; with `weights` False (the meta
+    device) the text encoder is None (build_model makes one of SD2's shape) and nothing else is loaded."""
+    data = Path(settings.data).expanduser()
+    checkpoint = _folder(settings, "--checkpoint", data)
+    evaluators = _folder(settings, "--evaluators", data) if weights else None  # refused before the shards' scan
+    tokenizer = ClipTokenizer(_needs(checkpoint / "tokenizer"), spec.text_length)
+    index = shard_index(data, lambda: _licensed(data))
+    train = TrainSet(LazyMoments(index), LazyCaptions(index, tokenizer), moments=True)
+    rows = read_captions_tsv(_needs(data / CAPTIONS_TSV))[:spec.eval_captions]
+    eval_ids = tokenizer([caption for _, _, caption in rows])
+    if not weights:
+        absent = NoWeights()
+        return train, EvalSet(eval_ids, tokenizer([""]), absent, absent, absent, {}), None
+
     from diffusers import AutoencoderKL
     from transformers import CLIPTextModel
 
-
-    data = Path(settings.data).expanduser()
-    checkpoint, evaluators = _folder(settings, "--checkpoint"), _folder(settings, "--evaluators")
-    tokenizer = ClipTokenizer(_needs(checkpoint / "tokenizer"), spec.text_length)
     text_encoder = CLIPTextModel.from_pretrained(_needs(checkpoint / "text_encoder"), local_files_only=True)
     vae = AutoencoderKL.from_pretrained(_needs(checkpoint / "vae"), local_files_only=True).eval().requires_grad_(False)
+    assert evaluators is not None
     features = torch.jit.load(str(_needs(evaluators / "fid_features.pt"))).eval()
     clip = torch.jit.load(str(_needs(evaluators / "clip.pt"))).eval()
-    index = shard_index(data, lambda: _licensed(data))
-    rows = read_captions_tsv(_needs(data / CAPTIONS_TSV))[:spec.eval_captions]
-    eval_ids = tokenizer([caption for _, _, caption in rows])
 
     def decode(latents: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
@@ -73,4 +97,4 @@ def build_official(spec: SDSpec, settings: RunSettings):
 
     evals = EvalSet(eval_ids, tokenizer([""]), decode, features, lambda images, ids: clip(images, ids),
                     read_fid_stats(_needs(evaluators / FID_STATS)))
-    return TrainSet(LazyMoments(index), LazyCaptions(index, tokenizer), moments=True), evals, text_encoder
+    return train, evals, text_encoder

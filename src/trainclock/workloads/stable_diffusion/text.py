@@ -38,8 +38,8 @@ class ClipTokenizer:
 
         for name in ("vocab.json", "merges.txt"):
             if not (folder / name).is_file():
-                raise DataError(f"the CLIP tokenizer needs {folder / name}; pass --text-encoder with the SD2 "
-                                "checkpoint's tokenizer/ and text_encoder/ files")
+                raise DataError(f"the CLIP tokenizer needs {folder / name}; pass --checkpoint with the SD2 "
+                                "checkpoint's tokenizer/ and text_encoder/ folders")
         self.tokenizer = CLIPTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"))
         self.length = length
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 
@@ -49,9 +50,11 @@ class StableDiffusionWorkload:
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
         group.add_argument("--checkpoint", metavar="DIR", help="sd-laion400m: the SD2 checkpoint folder "
-                           "(vae/, text_encoder/, tokenizer/ in diffusers' layout); never downloaded")
+                           "(vae/, text_encoder/, tokenizer/ in diffusers' layout; default: --data's checkpoint/); "
+                           "never downloaded")
         group.add_argument("--evaluators", metavar="DIR", help="sd-laion400m: fid_features.pt and clip.pt "
-                           "(TorchScript Inception pool3 and ViT-H/14), and val2014_30k_stats.npz")
+                           "(TorchScript Inception pool3 and ViT-H/14), and val2014_30k_stats.npz (default: "
+                           "--data's evaluators/)")
 
     def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> SDSpec:
         spec = get_member(member)
@@ -68,7 +71,8 @@ class StableDiffusionWorkload:
         if spec.dataset != "captioned":
             from trainclock.workloads.stable_diffusion.official import build_official
 
-            train, evals, text_encoder = build_official(spec, settings)
+            # on meta (a dry run, the host pipeline's timing) no weights are read: the encoder is built there
+            train, evals, text_encoder = build_official(spec, settings, weights=device.type != "meta")
         else:
             train, evals, text_encoder = ctx.main_first(lambda: load_tier(spec))
         torch.manual_seed(seed)
@@ -108,6 +112,18 @@ class StableDiffusionWorkload:
 
     def cost(self, member: str):
         return cost_model(member)
+
+    def write_sample_data(self, member: str, folder: Path, samples: int, seed: int) -> str:
+        """Made-up LAION-400M moments of the member's latent shape in the reference's shards, one COCO
+        caption and a CLIP tokenizer in checkpoint/tokenizer/ (data/sample.py): what a job on the meta
+        device reads. No weights: a run on a real device still needs SD2's and the evaluators'."""
+        spec = get_member(member)
+        if spec.dataset != "laion":
+            raise UsageError(f"{member} reads no --data: its captioned images are generated when its data is "
+                             "prepared (`trainclock data prepare`)")
+        from trainclock.workloads.stable_diffusion.data.sample import write_laion
+
+        return str(write_laion(Path(folder), samples, seed, spec.unet.channels, spec.unet.sample_size))
 
 
 def text_config(spec: SDSpec):

@@ -22,6 +22,7 @@ from trainclock.workloads.detection.data import openimages_csv
 from trainclock.workloads.detection.data.layout import Split, load_split, split_files
 from trainclock.workloads.detection.data.loader import EvalBatches, TrainBatches
 from trainclock.workloads.detection.data.prepare import prepare
+from trainclock.workloads.detection.data.sample import write_mosaics, write_official
 from trainclock.workloads.detection.metric import ground_truth, predict, score
 from trainclock.workloads.detection.model import build_model, load_backbone_weights, parameter_count
 from trainclock.workloads.detection.optim import AdamWarmup, SGDWarmupSteps
@@ -109,6 +110,14 @@ class DetectionWorkload:
     def cost(self, member: str):
         return cost_model(member, self.key)
 
+    def write_sample_data(self, member: str, folder: Path, samples: int, seed: int) -> str:
+        spec = get_member(member, self.key)
+        if samples <= 0:
+            raise UsageError(f"sample data needs at least one training image, got {samples}")
+        if spec.full:
+            return str(write_official(Path(folder), spec.dataset, samples, seed))
+        return str(write_mosaics(Path(folder), spec.layout, samples, 1, spec.image_side, seed))
+
 
 def official_folder(data: Path, convert: bool = True, force: bool = False) -> Path:
     """`data` itself, or for a folder of OpenImages v6 CSVs its MLPerf layout (converted when `convert`)."""
@@ -139,7 +148,10 @@ def detection_job(spec: DetectionSpec, model: torch.nn.Module, batch, train: Spl
     """The job around a built model and loaded splits; progress is in epochs of this train split."""
     masks = spec.benchmark == "maskrcnn"
     classes = len(train.category_ids) + (1 if masks else 0)
-    if classes != spec.shape.num_classes:
+    # COCO 2017 lists 80 categories under ids 1-90 (10 ids unused); torchvision's Mask R-CNN predicts 91
+    # classes, the background and one per id, so real COCO's contiguous labels 1-80 use 81 of them
+    coco_ids = masks and max(train.category_ids) + 1 == spec.shape.num_classes
+    if classes != spec.shape.num_classes and not coco_ids:
         raise UsageError(f"{spec.name} has {spec.shape.num_classes} classes, the data {classes}")
     evaluation = EvalBatches(val, spec.eval_batch, shard)
     names = METRICS[spec.benchmark]

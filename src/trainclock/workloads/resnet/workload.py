@@ -9,6 +9,7 @@ import contextlib
 import os
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -24,7 +25,9 @@ from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress,
 from trainclock.workloads.batch_plan import with_batch_settings
 from trainclock.workloads.resnet.data.folder import ImageFolder, scan
 from trainclock.workloads.resnet.data.loader import EvalLoader, StepLoader, check_workers
+from trainclock.workloads.fashion_mnist import CLASSES
 from trainclock.workloads.resnet.data.prepare import prepare
+from trainclock.workloads.resnet.data.sample import write_imagenet, write_tier
 from trainclock.workloads.resnet.data.transforms import normalize
 from trainclock.workloads.resnet.metric import METRIC, score, top1_sums
 from trainclock.workloads.resnet.model import build_model as resnet_model
@@ -102,6 +105,14 @@ class ResNetWorkload:
         from trainclock.workloads.resnet.cost import cost_model
 
         return cost_model(member)
+
+    def write_sample_data(self, member: str, folder: Path, samples: int, seed: int) -> str:
+        spec = get_member(member)
+        if samples <= 0:
+            raise UsageError(f"sample data needs at least one training image, got {samples}")
+        if spec.dataset == "imagenet":
+            return str(write_imagenet(Path(folder), samples, seed))
+        return str(write_tier(Path(folder), samples, seed, CLASSES, 28))  # the export's side (load_folder)
 
 
 def load_folder(spec: ResNetSpec, settings: RunSettings, ctx: ParallelContext) -> tuple[ImageFolder, str]:

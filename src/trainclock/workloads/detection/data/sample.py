@@ -23,6 +23,7 @@ from PIL import Image
 from trainclock.workloads.detection.data.layout import COCO_NAMES, OPENIMAGES_LABELS, OPENIMAGES_NAMES, SplitFiles
 from trainclock.workloads.detection.data.openimages_csv import MLPERF_CLASSES
 from trainclock.workloads.detection.data.prepare import generate, labels_json
+from trainclock.workloads.sample_pictures import cut, textures
 
 JPEG_QUALITY = 90
 TEXTURES = 6  # distinct textures the images are cut from; more only costs time
@@ -75,33 +76,6 @@ def write_images(folder: Path, pictures: Iterable[tuple[str, Callable[[Path], No
 def write_labels(path: Path, labels: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(labels))
-
-
-def textures(rng: np.random.Generator, count: int, side: int, slope: float) -> list[np.ndarray]:
-    """`count` side x side RGB images of smooth noise whose amplitude spectrum falls as 1/f^slope,
-    the channels correlated as a photograph's are (mostly shared brightness, some colour)."""
-    fy, fx = np.fft.fftfreq(side)[:, None], np.fft.rfftfreq(side)[None, :]
-    f = np.hypot(fx, fy)
-    f[0, 0] = 1.0
-    amplitude = f ** -slope
-    amplitude[0, 0] = 0.0
-    out = []
-    for _ in range(count):
-        x = np.stack([np.fft.irfft2(amplitude * (rng.normal(size=f.shape) + 1j * rng.normal(size=f.shape)),
-                                    s=(side, side)) for _ in range(3)], -1)
-        x = 0.7 * x.mean(-1, keepdims=True) + 0.3 * x
-        x = (x - x.mean()) / x.std()
-        out.append(np.clip(118 + 52 * x, 0, 255).astype(np.uint8))
-    return out
-
-
-def cut(rng: np.random.Generator, bases: list[np.ndarray], size: tuple[int, int]) -> np.ndarray:
-    """A width x height crop of a random base at a random place, flipped at random."""
-    base = bases[int(rng.integers(len(bases)))]
-    width, height = size
-    top, left = int(rng.integers(base.shape[0] - height + 1)), int(rng.integers(base.shape[1] - width + 1))
-    crop = base[top:top + height, left:left + width]
-    return np.ascontiguousarray(crop[:, ::-1] if rng.random() < 0.5 else crop)
 
 
 def jpeg(pixels: np.ndarray) -> Callable[[Path], None]:

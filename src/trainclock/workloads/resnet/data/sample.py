@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from trainclock.workloads.sample_pictures import cut, textures
+
 JPEG_QUALITY = 90
 IMAGENET_CLASSES = 1000
 # (width, height) drawn uniformly: ImageNet's photos are mostly 500 on the long side (500x375 the most
@@ -26,35 +28,6 @@ IMAGENET_SLOPE = 1.1  # amplitude ~ 1/f^slope: tuned to the bytes per image abov
 TEXTURES = 8  # distinct textures the images are cut from; more only costs time
 
 Pixels = Callable[[str, int, int], np.ndarray]  # (split, class, i) -> H x W x 3 (or H x W) uint8
-
-
-def textures(rng: np.random.Generator, count: int, side: int, slope: float, channels: int = 3) -> list[np.ndarray]:
-    """`count` side x side images of smooth noise whose amplitude spectrum falls as 1/f^slope,
-    the channels correlated as a photograph's are (mostly shared brightness, some colour)."""
-    fy, fx = np.fft.fftfreq(side)[:, None], np.fft.rfftfreq(side)[None, :]
-    f = np.hypot(fx, fy)
-    f[0, 0] = 1.0
-    amplitude = f ** -slope
-    amplitude[0, 0] = 0.0
-    out = []
-    for _ in range(count):
-        planes = [np.fft.irfft2(amplitude * (rng.normal(size=f.shape) + 1j * rng.normal(size=f.shape)), s=(side, side))
-                  for _ in range(channels)]
-        x = np.stack(planes, -1)
-        x = 0.7 * x.mean(-1, keepdims=True) + 0.3 * x
-        x = (x - x.mean()) / x.std()
-        image = np.clip(118 + 52 * x, 0, 255).astype(np.uint8)
-        out.append(image if channels == 3 else image[..., 0])
-    return out
-
-
-def cut(rng: np.random.Generator, bases: list[np.ndarray], sizes: Sequence[tuple[int, int]]) -> np.ndarray:
-    """A crop of a random base at one of the sizes (width, height), at a random place, flipped at random."""
-    base = bases[int(rng.integers(len(bases)))]
-    width, height = sizes[int(rng.integers(len(sizes)))]
-    top, left = int(rng.integers(base.shape[0] - height + 1)), int(rng.integers(base.shape[1] - width + 1))
-    crop = base[top:top + height, left:left + width]
-    return crop[:, ::-1] if rng.random() < 0.5 else crop
 
 
 def image_path(root: Path, split: str, wnid: str, number: int) -> Path:
@@ -110,7 +83,7 @@ def write_images(root: Path, samples: int, seed: int, classes: Sequence[str], si
     side = largest * 5 // 4 if channels == 3 else 4 * largest  # room for crops at many offsets
     bases = textures(rng, min(TEXTURES, samples + 1), side, slope, channels)
     counts = {"train": spread(samples, len(classes)), "val": [1] + [0] * (len(classes) - 1)}
-    return write_tree(root, classes, counts, lambda split, c, i: cut(rng, bases, sizes))
+    return write_tree(root, classes, counts, lambda split, c, i: cut(rng, bases, sizes[int(rng.integers(len(sizes)))]))
 
 
 def write_imagenet(root: Path, samples: int, seed: int) -> Path:

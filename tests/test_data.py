@@ -8,7 +8,7 @@ import torch
 from trainclock.errors import DataError, UsageError
 from trainclock.workloads.gpt3.data.batches import train_batch, validation_set
 from trainclock.workloads.gpt3.data.prepare import EOT, prepare
-from trainclock.workloads.gpt3.data.sources import C4Shards, parse_source
+from trainclock.workloads.gpt3.data.sources import C4Shards, parse_source, write_c4_shard
 
 from conftest import make_text
 
@@ -59,10 +59,7 @@ def test_corrupt_or_missing_files_name_the_file_and_the_fix(corpus_dir, damage):
 
 def test_c4_shards_in_the_published_format(tmp_path):
     def shard(name, seed, n):
-        with gzip.open(tmp_path / name, "wt") as f:
-            for i in range(n):
-                rec = {"text": make_text(seed * 1000 + i, 12), "timestamp": "2019-04-25T12:00:00Z", "url": f"https://x/{i}"}
-                f.write(json.dumps(rec) + "\n")
+        write_c4_shard(tmp_path / name, [make_text(seed * 1000 + i, 12) for i in range(n)])
 
     shard("c4-train.00000-of-01024.json.gz", 1, 300)
     shard("c4-validation.00000-of-00008.json.gz", 2, 20)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from trainclock.errors import DataError
+from trainclock.workloads.bert.data import hdf5
 from trainclock.workloads.bert.data.instances import make_instances
 from trainclock.workloads.bert.data.official import load_folder
 from trainclock.workloads.bert.data.tfrecord import crc32c, masked_crc
@@ -88,10 +89,9 @@ def test_a_corrupt_tfrecord_is_one_line(tmp_path):
 def test_nvidia_hdf5_shards_read_back_the_instances(tmp_path):
     train, evaluation = instances(4, 3), instances(2, 4)
     for name, arrays in (("train_shard_0.hdf5", train), ("eval_shard.hdf5", evaluation)):
-        with h5py.File(tmp_path / name, "w") as f:
-            for key, value in arrays.items():
-                if key != "masked_lm_weights":  # NVIDIA's shards have none: unused slots have position 0
-                    f.create_dataset(key, data=value.astype(np.int32 if value.ndim == 2 else np.int8))
+        hdf5.write_instances(tmp_path / name, arrays)  # NVIDIA's shards have no weights: unused slots have position 0
+        with h5py.File(tmp_path / name) as f:
+            assert "masked_lm_weights" not in f
     got_train, got_eval = load_folder(str(tmp_path), SEQ, PRED)
     for want, got in ((train, got_train), (evaluation, got_eval)):
         for key, value in want.items():
@@ -104,37 +104,6 @@ def test_sequences_of_another_length_are_refused(tmp_path):
     write_tfrecord(tmp_path / "eval-0", [example(r) for r in rows(train)])
     with pytest.raises(DataError, match="bert-large needs 128 and 76"):
         load_folder(str(tmp_path), 128, PRED)
-
-
-def pack(arrays: dict[str, np.ndarray], per_pack: int) -> dict[str, np.ndarray]:
-    """NVIDIA's packed layout, as its packing script writes it: `per_pack` unpacked instances a row."""
-    n = len(arrays["input_ids"])
-    rows = -(-n // per_pack)
-    out = {k: np.zeros((rows, SEQ), np.int32) for k in ("input_ids", "input_mask", "segment_ids", "positions")}
-    for k in ("masked_lm_positions", "masked_lm_ids"):
-        out[k] = np.zeros((rows, PRED + per_pack), np.int32)
-    for k in ("next_sentence_positions", "next_sentence_labels", "next_sentence_weights"):
-        out[k] = np.zeros((rows, per_pack), np.int32)
-    offset = np.zeros(rows, int)
-    mlm = np.zeros(rows, int)
-    for i in range(n):
-        r, k = divmod(i, per_pack)
-        length = int(arrays["input_mask"][i].sum())
-        length = min(length, SEQ - offset[r])
-        at = offset[r]
-        out["input_ids"][r, at:at + length] = arrays["input_ids"][i, :length]
-        out["segment_ids"][r, at:at + length] = arrays["segment_ids"][i, :length]
-        out["input_mask"][r, at:at + length] = k + 1
-        out["positions"][r, at:at + length] = np.arange(length)
-        used = np.flatnonzero(arrays["masked_lm_weights"][i])
-        out["masked_lm_positions"][r, mlm[r]:mlm[r] + len(used)] = arrays["masked_lm_positions"][i, used] + at
-        out["masked_lm_ids"][r, mlm[r]:mlm[r] + len(used)] = arrays["masked_lm_ids"][i, used]
-        out["next_sentence_positions"][r, k] = at
-        out["next_sentence_labels"][r, k] = arrays["next_sentence_labels"][i]
-        out["next_sentence_weights"][r, k] = 1
-        offset[r] += length
-        mlm[r] += len(used)
-    return out
 
 
 def short_instances(n: int, seed: int) -> dict[str, np.ndarray]:
@@ -152,9 +121,9 @@ def short_instances(n: int, seed: int) -> dict[str, np.ndarray]:
 def test_packed_nvidia_hdf5_shards_unpack_into_the_same_instances(tmp_path):
     train, evaluation = short_instances(7, 5), short_instances(3, 6)
     for name, arrays in (("train_packed.hdf5", train), ("eval_packed.hdf5", evaluation)):
-        with h5py.File(tmp_path / name, "w") as f:
-            for key, value in pack(arrays, per_pack=3).items():
-                f.create_dataset(key, data=value)
+        packed = hdf5.pack(arrays, PRED, per_pack=3)
+        assert len(packed["input_ids"]) == -(-len(arrays["input_ids"]) // 3)  # three short instances a row
+        hdf5.write_packed(tmp_path / name, packed)
     got_train, got_eval = load_folder(str(tmp_path), SEQ, PRED)
     for want, got in ((train, got_train), (evaluation, got_eval)):
         assert len(got["input_ids"]) == len(want["input_ids"])
@@ -163,15 +132,10 @@ def test_packed_nvidia_hdf5_shards_unpack_into_the_same_instances(tmp_path):
 
 
 def test_a_damaged_packed_shard_is_one_line(tmp_path):
-    packed = pack(short_instances(3, 5), per_pack=3)
+    packed = hdf5.pack(short_instances(3, 5), PRED, per_pack=3)
     packed["next_sentence_positions"][0, 1] += 1  # sequence 2 no longer starts where its mask does
-    with h5py.File(tmp_path / "train_packed.hdf5", "w") as f:
-        for key, value in packed.items():
-            f.create_dataset(key, data=value)
-    (tmp_path / "eval").mkdir()
-    with h5py.File(tmp_path / "eval" / "eval_packed.hdf5", "w") as f:
-        for key, value in pack(short_instances(3, 6), per_pack=3).items():
-            f.create_dataset(key, data=value)
+    hdf5.write_packed(tmp_path / "train_packed.hdf5", packed)
+    hdf5.write_packed(tmp_path / "eval" / "eval_packed.hdf5", hdf5.pack(short_instances(3, 6), PRED, per_pack=3))
     with pytest.raises(DataError, match="packed row 0 sequence 2 is not one span"):
         load_folder(str(tmp_path), SEQ, PRED)
 

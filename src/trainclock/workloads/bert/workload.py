@@ -103,6 +103,11 @@ class BertWorkload:
 
         return cost_model(member)
 
+    def write_sample_data(self, member: str, folder: Path, samples: int, seed: int) -> str:
+        from trainclock.workloads.bert.data.sample import write_sample  # h5py: only when asked
+
+        return write_sample(get_member(member), folder, samples, seed)
+
 
 def data_layout(spec: BertSpec) -> DataLayout:
     return DataLayout(spec.shape.vocab_size, spec.seq_len, spec.max_predictions, spec.train_instances, spec.eval_samples)
@@ -124,11 +129,14 @@ def check_start_checkpoint(settings: RunSettings) -> Path:
     return start
 
 
-def load_data(spec: BertSpec, settings: RunSettings, ctx: ParallelContext) -> tuple[dict, dict, str, Path]:
-    """(train, eval) tensors, the dataset's name and the start checkpoint (made for a CPU tier)."""
+def load_data(spec: BertSpec, settings: RunSettings, ctx: ParallelContext,
+              device: torch.device) -> tuple[dict, dict, str, Path | None]:
+    """(train, eval) tensors, the dataset's name and the start checkpoint (made for a CPU tier). A meta
+    device (a dry run, a host-pipeline measurement) loads no weights, so it needs and makes none."""
+    on_meta = device.type == "meta"
     start = init_checkpoint(settings)
     if spec.corpus == "wikipedia":
-        start = check_start_checkpoint(settings)
+        start = None if on_meta else check_start_checkpoint(settings)
         train, evaluation = load_folder(settings.data, spec.seq_len, spec.max_predictions)
         return as_tensors(train), as_tensors(evaluation), "wikipedia", start
 
@@ -137,7 +145,7 @@ def load_data(spec: BertSpec, settings: RunSettings, ctx: ParallelContext) -> tu
 
         prepared = prepare(parse_source(settings.data or spec.corpus), data_layout(spec))
         train = as_tensors(prepared.train)
-        made = start or make_phase1(spec, train, phase1_path(prepared.folder, spec))
+        made = start if start or on_meta else make_phase1(spec, train, phase1_path(prepared.folder, spec))
         return prepared, train, made
 
     prepared, train, start = ctx.main_first(prepare_tier)  # one rank tokenizes and pre-trains
@@ -148,7 +156,7 @@ def load_data(spec: BertSpec, settings: RunSettings, ctx: ParallelContext) -> tu
 def build_job(spec: BertSpec, settings: RunSettings, seed: int, ctx: ParallelContext,
               device: torch.device) -> TrainJob:
     check_layout(ctx.layout)
-    train, evaluation, dataset, start = load_data(spec, settings, ctx)
+    train, evaluation, dataset, start = load_data(spec, settings, ctx, device)
     torch.manual_seed(seed)
     model = build_model(spec, ctx, device, settings, start)
     eval_micro = spec.micro_batch_size

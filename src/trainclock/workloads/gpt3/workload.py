@@ -85,6 +85,11 @@ class GPT3Workload:
 
         return cost_model(member)
 
+    def write_sample_data(self, member: str, folder: Path, samples: int, seed: int) -> str:
+        from trainclock.workloads.gpt3.data.sample import write_sample
+
+        return write_sample(get_member(member), folder, samples, seed)
+
 
 def check_fits(spec: GPT3Spec, device: torch.device, shards: int = 1) -> None:
     """Refuse, with the numbers, a member that cannot train on this device (model states are

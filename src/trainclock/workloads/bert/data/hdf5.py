@@ -87,12 +87,57 @@ def unpack(packed: dict[str, np.ndarray], max_predictions: int, path: Path) -> d
     return {k: np.stack(v) if k != "next_sentence_labels" else np.asarray(v, np.int64) for k, v in out.items()}
 
 
+def pack(arrays: dict[str, np.ndarray], max_predictions: int, per_pack: int = 3) -> dict[str, np.ndarray]:
+    """NVIDIA's packed layout of unpacked instances: each row takes the next instances while their
+    tokens fit and it holds fewer than `per_pack` (next-fit, so unpacking gives them back in order;
+    NVIDIA's packer sorts by length first and fills rows a little fuller, about 2 sequences each)."""
+    lengths = arrays["input_mask"].sum(axis=1).astype(np.int64)
+    seq_len = arrays["input_ids"].shape[1]
+    row_of, start_of = np.zeros(len(lengths), np.int64), np.zeros(len(lengths), np.int64)
+    row, used, count = -1, seq_len, per_pack
+    for i, n in enumerate(lengths.tolist()):
+        if used + n > seq_len or count == per_pack:
+            row, used, count = row + 1, 0, 0
+        row_of[i], start_of[i] = row, used
+        used, count = used + n, count + 1
+    rows = row + 1
+    out = {k: np.zeros((rows, seq_len), np.int32) for k in ("input_ids", "input_mask", "segment_ids", "positions")}
+    for k in ("masked_lm_positions", "masked_lm_ids"):  # 15% of a row's tokens, rounded up once per sequence
+        out[k] = np.zeros((rows, max_predictions + per_pack), np.int32)
+    for k in ("next_sentence_positions", "next_sentence_labels", "next_sentence_weights"):
+        out[k] = np.zeros((rows, per_pack), np.int32)
+    predicted = np.zeros(rows, np.int64)
+    for i, (r, at, n) in enumerate(zip(row_of.tolist(), start_of.tolist(), lengths.tolist())):
+        k = i - int(np.searchsorted(row_of, r))  # the sequence's place in its row
+        out["input_ids"][r, at:at + n] = arrays["input_ids"][i, :n]
+        out["segment_ids"][r, at:at + n] = arrays["segment_ids"][i, :n]
+        out["input_mask"][r, at:at + n] = k + 1
+        out["positions"][r, at:at + n] = np.arange(n)
+        used = np.flatnonzero(arrays["masked_lm_positions"][i])  # position 0 ([CLS]) marks an unused slot
+        slots = slice(predicted[r], predicted[r] + len(used))
+        out["masked_lm_positions"][r, slots] = arrays["masked_lm_positions"][i, used] + at
+        out["masked_lm_ids"][r, slots] = arrays["masked_lm_ids"][i, used]
+        predicted[r] += len(used)
+        out["next_sentence_positions"][r, k] = at
+        out["next_sentence_labels"][r, k] = arrays["next_sentence_labels"][i]
+        out["next_sentence_weights"][r, k] = 1
+    return out
+
+
 def write_instances(path: Path, arrays: dict[str, np.ndarray]) -> None:
     """The instances as one NVIDIA HDF5 shard (unpacked layout, its dtypes), written atomically."""
+    # no weights dataset: an unused prediction slot has position 0
+    _write(path, {k: arrays[k].astype(np.int8 if k == "next_sentence_labels" else np.int32) for k in KEYS})
+
+
+def write_packed(path: Path, packed: dict[str, np.ndarray]) -> None:
+    """Packed rows (pack's output) as one NVIDIA HDF5 shard in the packed layout, written atomically."""
+    _write(path, {k: packed[k].astype(np.int32) for k in PACKED_KEYS})
+
+
+def _write(path: Path, datasets: dict[str, np.ndarray]) -> None:
     import h5py
 
     with atomic_writer(path, "wb") as f, h5py.File(f, "w") as shard:
-        for key in KEYS:  # no weights dataset: an unused prediction slot has position 0
-            value = arrays[key]
-            shard.create_dataset(key, data=value.astype(np.int8 if key == "next_sentence_labels" else np.int32),
-                                 compression="gzip")
+        for key, value in datasets.items():
+            shard.create_dataset(key, data=value, compression="gzip")

@@ -139,10 +139,11 @@ def _train_texts(source: Source):
 def _encode_to_files(source: Source, tokenizer: Tokenizer, eot: int, dtype: np.dtype, folder: Path) -> dict[str, int]:
     outputs = {split: open(folder / f"{split}.bin", "wb") for split in ("train", "val")}
     counts = {"train": 0, "val": 0}
+    encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)  # the same ids, without offsets: 2x faster
     try:
         pieces = iter(source.pieces())
         while batch := list(islice(pieces, 1024)):
-            encodings = tokenizer.encode_batch([p.text for p in batch])
+            encodings = encode([p.text for p in batch])
             for piece, enc in zip(batch, encodings):
                 ids = enc.ids + [eot] if piece.ends_document else enc.ids
                 outputs[piece.split].write(np.asarray(ids, dtype=dtype).tobytes())

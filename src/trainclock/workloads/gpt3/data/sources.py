@@ -15,12 +15,12 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from trainclock.errors import DataError, UsageError
-from trainclock.storage import data_home
+from trainclock.storage import atomic_writer, data_home
 
 VAL_EVERY = 20  # one piece in 20 goes to validation (5%)
 PIECE_CHARS = 4096  # text files are cut into pieces of about this size, at line breaks
@@ -147,6 +147,14 @@ def _split_text(text: str) -> Iterator[str]:
         end = len(text) if end < 0 else end + 1
         yield text[start:end]
         start = end
+
+
+def write_c4_shard(path: Path, texts: Iterable[str], compresslevel: int = 6) -> None:
+    """Documents as one C4 json.gz shard (a JSON object with text, timestamp and url a line), written atomically."""
+    with atomic_writer(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=compresslevel) as f:
+        for i, text in enumerate(texts):
+            record = {"text": text, "timestamp": "2019-04-25T12:00:00Z", "url": f"https://example.com/{i}"}
+            f.write((json.dumps(record) + "\n").encode())
 
 
 def _read_json_gz_lines(path: Path) -> Iterator[tuple[int, str]]:

@@ -87,3 +87,10 @@ def test_no_prefetch_on_a_cpu_and_pinned_batches_on_an_accelerator():
     in_place = BatchPrefetch(Maker(), TreeBatch(), depth=0, pin=False)
     assert float(in_place.get(4)["x"][0]) == 4.0
     in_place.close()
+
+
+def test_a_job_may_ask_for_batches_built_ahead_on_a_cpu():
+    """On a CPU only a job whose batches cost about a step (TrainJob.cpu_prefetch_steps) gets a
+    prefetch thread; an accelerator always builds two ahead."""
+    assert default_depth(torch.device("cpu"), cpu_steps=1) == 1
+    assert default_depth(torch.device("cuda", 0), cpu_steps=0) == 2

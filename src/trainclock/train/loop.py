@@ -211,7 +211,7 @@ def train(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions
     profiler = (StepProfiler(options.profile_steps, options.profile_trace)
                 if options.profile_steps and options.profile_trace is not None else NO_PROFILER)
     rows = ctx.dp_slice(job.global_batch_size)
-    depth = options.prefetch_steps if options.prefetch_steps is not None else default_depth(options.device)
+    depth = options.prefetch_steps if options.prefetch_steps is not None else default_depth(options.device, job.cpu_prefetch_steps)
     batches = BatchPrefetch(lambda step: job.batch(step, rows), job.batches, depth,
                             pin=options.device.type == "cuda" and depth > 0)
     try:

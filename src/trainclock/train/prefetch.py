@@ -15,10 +15,11 @@ import torch
 from trainclock.workloads.batches import TreeBatch
 
 
-def default_depth(device: torch.device) -> int:
-    """Steps built ahead: two on an accelerator; none on a CPU, where the step's own threads already
-    occupy every core and a batch built beside them takes its time from the step."""
-    return 2 if device.type != "cpu" else 0
+def default_depth(device: torch.device, cpu_steps: int = 0) -> int:
+    """Steps built ahead: two on an accelerator; on a CPU, where the step's own threads already
+    occupy every core and a batch built beside them takes its time from the step, the job's own
+    choice (TrainJob.cpu_prefetch_steps: none unless its batches cost about a step and release the GIL)."""
+    return 2 if device.type != "cpu" else cpu_steps
 
 
 class BatchPrefetch:

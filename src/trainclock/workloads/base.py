@@ -128,6 +128,9 @@ class TrainJob:
     # the batches' shapes repeat from step to step: on a GPU, cuDNN then times its convolution algorithms
     # for each shape once and keeps the fastest (cudnn.benchmark); images of ever new sizes would re-time
     fixed_input_shapes: bool = True
+    # steps whose batches the loop builds on a thread ahead of a CPU run (accelerators: always 2); worth it
+    # only where a batch costs about as much as the step and its kernels release the GIL
+    cpu_prefetch_steps: int = 0
 
     def reached(self, metrics: dict[str, float]) -> bool:
         return all(t.met(metrics[t.metric]) for t in self.quality)

@@ -53,8 +53,7 @@ def test_the_rows_of_every_rank_make_the_whole_batch(ranks):
     whole_batches, rank_batches = bucket_batches(), [bucket_batches() for _ in range(ranks)]
     per_rank = GLOBAL_BATCH // ranks
     for step in (0, 1, 2, 3, 5):  # an epoch is 2 steps: 2 and 3 after the first boundary, 5 after the second
-        whole = whole_batches.make(step)
-        # through batch(): the lookahead thread makes steps 1 and 3 ahead of the rows asked for
+        whole = whole_batches.batch(step)
         parts = [b.batch(step, slice(r * per_rank, (r + 1) * per_rank)) for r, b in enumerate(rank_batches)]
         frames, labels = whole["feats"].size(1), whole["labels"].size(1)
         parts = [padded(p, frames, labels) for p in parts]
@@ -64,7 +63,7 @@ def test_the_rows_of_every_rank_make_the_whole_batch(ranks):
 
 def test_rank_zero_of_four_featurises_only_its_own_utterances(monkeypatch):
     data = Tones()
-    read: list[np.ndarray] = []  # this test's audio: other tests' lookahead threads may still be featurising theirs
+    read: list[np.ndarray] = []  # this test's audio only
     monkeypatch.setattr(data, "audio", lambda i: read.append(Tones.audio(data, i)) or read[-1])
     featurised = []
     original = batches_module.utterance_features
@@ -77,11 +76,8 @@ def test_rank_zero_of_four_featurises_only_its_own_utterances(monkeypatch):
     monkeypatch.setattr(batches_module, "utterance_features", counted)
     batches = BucketBatches(data, GLOBAL_BATCH, buckets=2, features=FeatureConfig(), seed=3)
     rows = slice(0, GLOBAL_BATCH // 4)
-    mine = batches.make(4, rows)
+    mine = batches.batch(4, rows)
     assert len(featurised) == 2 and mine["feats"].size(0) == 2
-    batches.batch(4, rows)
-    batches._ahead[2].result()  # the lookahead makes the next step's same two rows, no more
-    assert len(featurised) == 2 + 2 + 2
 
 
 def test_the_loss_does_not_depend_on_the_padding_length():
@@ -89,7 +85,7 @@ def test_the_loss_does_not_depend_on_the_padding_length():
     config = RNNTConfig(vocab=8, enc_hidden=16, enc_pre_layers=1, enc_post_layers=1, pred_hidden=8, pred_layers=1,
                         joint_hidden=8, enc_dropout=0.0, pred_dropout=0.0, joint_dropout=0.0, joint_chunk=2)
     model = RNNT(config).eval()
-    batch = bucket_batches().make(0, slice(0, 4))
+    batch = bucket_batches().batch(0, slice(0, 4))
     # far past both the longest utterance and the longest transcript, with noise and labels, not zeros, in the padding
     longer = padded(batch, batch["feats"].size(1) + 7, batch["labels"].size(1) + 3)
     tail = batch["feat_lens"][:, None] <= torch.arange(longer["feats"].size(1))[None]

@@ -181,6 +181,7 @@ def rnnt_job(spec: RnntSpec, model: torch.nn.Module, corpus: Corpus, seed: int, 
         eval_samples=len(evals),
         max_samples=spec.epochs * epoch,
         log_keys=log_keys(spec, len(train)),
+        cpu_prefetch_steps=1,  # features cost about a CPU step and release the GIL
     )
 
 

@@ -8,7 +8,6 @@ featurises only its own."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -53,9 +52,9 @@ class BucketBatches:
     """job.batch. A rank featurises only its own rows of a step: the epoch's order (a few integers a
     row) is drawn whole on every rank, the features (FLAC decoding, resampling, STFT: the cost) only
     for `rows`, each from its global position, so they are the same whatever the number of ranks.
-    The next step's rows are made on a thread while this step trains: the features cost about as
-    much as the step on a CPU, and the decoder's, numpy's and torch's kernels release the GIL. Rows
-    depend only on (seed, step, rows), so a resume or a skipped step just makes them in place.
+    The features cost about as much as the step on a CPU, and the decoder's, numpy's and torch's
+    kernels release the GIL: the job asks the loop to build the next step's rows on its prefetch
+    thread on a CPU too (TrainJob.cpu_prefetch_steps).
 
     Padding: collate pads to the longest of the rank's rows, not of the whole batch; the loss and
     the network's outputs do not depend on the padding's length. The encoder's LSTMs run forward in
@@ -69,8 +68,6 @@ class BucketBatches:
         self.data, self.gbs, self.buckets, self.features, self.seed = data, global_batch_size, buckets, features, seed
         self.steps_per_epoch = max(1, len(data) // global_batch_size)  # the last partial batch is dropped
         self._orders: dict[int, np.ndarray] = {}  # one whole value per epoch: safe to read from both threads
-        self._maker = ThreadPoolExecutor(1, thread_name_prefix="rnnt-features")
-        self._ahead: tuple[int, slice, Future] | None = None
 
     def order(self, epoch: int) -> np.ndarray:
         if epoch not in self._orders:
@@ -82,17 +79,8 @@ class BucketBatches:
             self._orders[epoch] = flat[rng.permutation(self.steps_per_epoch)]
         return self._orders[epoch]
 
-    def batch(self, step: int, rows: slice) -> dict[str, torch.Tensor]:
-        """Rows `rows` of step `step`'s global batch; starts making the same rows of the next step."""
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None and (ahead[0], ahead[1]) == (step, rows):
-            made = ahead[2].result()
-        else:
-            made = self.make(step, rows)
-        self._ahead = (step + 1, rows, self._maker.submit(self.make, step + 1, rows))
-        return made
-
-    def make(self, step: int, rows: slice = slice(None)) -> dict[str, torch.Tensor]:
+    def batch(self, step: int, rows: slice = slice(None)) -> dict[str, torch.Tensor]:
+        """Rows `rows` of step `step`'s global batch."""
         epoch, index = divmod(step, self.steps_per_epoch)
         utterances = self.order(epoch)[index]
         # each utterance's augmentation is drawn from its position k in the global batch, not in the rank's rows

@@ -18,6 +18,7 @@ full logits live only while it is computed, again during backward."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -108,15 +109,23 @@ class _TransducerLoss(torch.autograd.Function):
         scale_B11 = -grad_B[:, None, None]
         # after a blank at (t, u) comes beta[t+1, u] (-inf past an utterance's frames)...
         grad_blank = torch.zeros_like(blank_BTU)
-        inner = grad_blank[:, :-1]
-        torch.add(centre_BTU[:, :-1], blank_BTU[:, :-1], out=inner).add_(beta_BTU[:, 1:]).exp_().mul_(scale_B11)
+        _occupancy(torch.add(centre_BTU[:, :-1], blank_BTU[:, :-1], out=grad_blank[:, :-1]).add_(beta_BTU[:, 1:]), scale_B11)
         # ...except the final blank, which every path takes: d log P / d it = 1
         grad_blank[torch.arange(blank_BTU.size(0), device=blank_BTU.device), frames_B - 1, labels_B] = scale_B11[:, 0, 0]
         # after a label at (t, u) comes beta[t, u+1]; nothing after the last column
         grad_emit = torch.zeros_like(emit_BTU)
-        inner = grad_emit[..., :-1]
-        torch.add(centre_BTU[..., :-1], emit_BTU[..., :-1], out=inner).add_(beta_BTU[..., 1:]).exp_().mul_(scale_B11)
+        _occupancy(torch.add(centre_BTU[..., :-1], emit_BTU[..., :-1], out=grad_emit[..., :-1]).add_(beta_BTU[..., 1:]), scale_B11)
         return grad_blank, grad_emit, None, None
+
+
+def _occupancy(log_share: torch.Tensor, scale: torch.Tensor) -> None:
+    """log_share <- exp(log_share) * scale, in place. Arguments within e of the dtype's smallest
+    normal number, or below (most of the lattice, and -inf), are zeroed rather than passed to exp,
+    whose CPU kernel leaves its vectorised path where the result is not a normal number (100x
+    slower); their shares are below the dtype's resolution."""
+    cutoff = math.log(torch.finfo(log_share.dtype).tiny) + 1
+    negligible = log_share < cutoff
+    log_share.clamp_(min=cutoff).exp_().mul_(scale).masked_fill_(negligible, 0.0)
 
 
 def _reversed(x_BTU: torch.Tensor, frames_B: torch.Tensor, labels_B: torch.Tensor, dt: int, du: int) -> torch.Tensor:
@@ -134,7 +143,7 @@ def _reversed_points(frames_B: torch.Tensor, labels_B: torch.Tensor, T: int, U1:
     reversed lattice, where nothing flows back from, and is masked where it is read."""
     t_BT1 = (frames_B[:, None] - 1 + dt - torch.arange(T, device=frames_B.device)).clamp(0, T - 1)[:, :, None]
     u_B1U = (labels_B[:, None] + du - torch.arange(U1, device=frames_B.device)).clamp(0, U1 - 1)[:, None, :]
-    return t_BT1.expand(-1, -1, U1), u_B1U.expand(-1, T, -1)
+    return t_BT1, u_B1U
 
 
 def _alphas(blanks: list[torch.Tensor], emits: list[torch.Tensor]) -> torch.Tensor:

@@ -12,4 +12,6 @@ def main(args) -> int:
     from trainclock.workloads import registry
 
     print_members([(w.key, w.title, w.members()) for w in registry.workloads()])
+    for package, module in registry.unavailable().items():
+        print(f"trainclock: {package} is left out: it needs {module}, which is not installed (./scripts/install.sh)")
     return 0

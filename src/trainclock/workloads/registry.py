@@ -2,7 +2,9 @@
 WORKLOADS, a sequence: one package holding several benchmarks, as detection's ssd and maskrcnn) joins,
 as does every module named in $TRAINCLOCK_WORKLOADS (comma-separated import paths: a user's own
 benchmark, or the tests' toy workload) and every `trainclock.workloads` entry point. Commands ask
-this module, never a benchmark by name."""
+this module, never a benchmark by name. A built-in benchmark whose third-party dependency is not
+installed is left out and named by `unavailable()` (a bare GPU machine may lack, say, diffusers:
+the other benchmarks still run); a missing dependency of a user's module stays an error."""
 
 from __future__ import annotations
 
@@ -23,6 +25,12 @@ def workloads() -> list[Workload]:
     return list(_registered(os.environ.get(PLUGINS_ENV, "")).values())
 
 
+def unavailable() -> dict[str, str]:
+    """Built-in benchmark packages left out: package name -> the module it could not import."""
+    _registered(os.environ.get(PLUGINS_ENV, ""))
+    return dict(_UNAVAILABLE)
+
+
 def find(name: str) -> tuple[Workload, str]:
     """The workload and member a name means: a member (gpt3-mini) or an MLPerf key alone (gpt3,
     meaning its full-size member)."""
@@ -32,7 +40,10 @@ def find(name: str) -> tuple[Workload, str]:
         if any(m.name == name for m in workload.members()):
             return workload, name
     known = ", ".join(m.name for w in workloads() for m in w.members())
-    raise UsageError(f"unknown benchmark {name!r}; choose one of: {known} (or an MLPerf key alone for the full size)")
+    missing = "".join(f"; {package} is left out: it needs {module}, not installed (./scripts/install.sh)"
+                      for package, module in unavailable().items())
+    raise UsageError(f"unknown benchmark {name!r}; choose one of: {known} (or an MLPerf key alone for the full "
+                     f"size){missing}")
 
 
 def member(name: str) -> tuple[Workload, Member]:
@@ -40,16 +51,23 @@ def member(name: str) -> tuple[Workload, Member]:
     return workload, next(m for m in workload.members() if m.name == member_name)
 
 
+_UNAVAILABLE: dict[str, str] = {}
+
+
 @cache
 def _registered(plugins: str) -> dict[str, Workload]:
     found: dict[str, Workload] = {}
     package = importlib.import_module("trainclock.workloads")
-    modules = [f"trainclock.workloads.{info.name}" for info in pkgutil.iter_modules(package.__path__) if info.ispkg]
-    modules += [m.strip() for m in plugins.split(",") if m.strip()]
+    built_in = [f"trainclock.workloads.{info.name}" for info in pkgutil.iter_modules(package.__path__) if info.ispkg]
+    modules = built_in + [m.strip() for m in plugins.split(",") if m.strip()]
     for module_name in modules:
         try:
             module = importlib.import_module(module_name)
         except ImportError as e:
+            third_party = isinstance(e, ModuleNotFoundError) and e.name and not e.name.startswith("trainclock")
+            if module_name in built_in and third_party:
+                _UNAVAILABLE[module_name.rsplit(".", 1)[1]] = e.name.split(".")[0]
+                continue
             raise UsageError(f"cannot import workload module {module_name!r} ({e}); fix ${PLUGINS_ENV}") from None
         several = getattr(module, "WORKLOADS", None)
         if several is not None:

@@ -15,8 +15,9 @@ from trainclock.errors import DataError
 from trainclock.workloads.rnnt.data.librispeech import load_audio, read_split
 from trainclock.workloads.rnnt.data.prepare import prepare_official
 from trainclock.workloads.rnnt.data.sample import write_tree as write_utterances
-from trainclock.workloads.rnnt.features import (FeatureConfig, log_mel, mel_filters, spec_augment, stack_frames,
-                                                utterance_features)
+from trainclock.workloads.rnnt.augment import draw
+from trainclock.workloads.rnnt.data.batches import collate
+from trainclock.workloads.rnnt.features import FeatureConfig, features, mel_filters
 
 RATE = 16_000
 
@@ -38,7 +39,7 @@ def test_published_librispeech_tree_is_read_with_normalised_transcripts(tmp_path
     utterances = read_split(tmp_path / "dev-clean")
     assert [u.transcript for u in utterances] == ["forgotten too the name of gillian's lover", "go do you hear",
                                                   "but in less than five"]
-    assert utterances[1].duration == pytest.approx(0.5) and load_audio(utterances[1]).dtype == np.float32
+    assert utterances[1].duration == pytest.approx(0.5) and load_audio(utterances[1]).dtype == np.int16
 
 
 def test_reference_manifests_point_at_the_speed_one_wav(tmp_path):
@@ -81,20 +82,24 @@ def test_bad_files_are_one_data_error_line(tmp_path):
 
 
 def test_features_follow_the_reference_pipeline():
-    config = FeatureConfig()
-    audio = tone(1.0, 1000.0)
-    mel = log_mel(audio, config, None)
+    config = FeatureConfig(stacking=1, subsampling=1)
+    audio = np.round(tone(1.0, 1000.0) * 32768).astype(np.int16)
+
+    def feats(config: FeatureConfig, train: bool, seed: int = 0) -> torch.Tensor:
+        d = draw(len(audio), config, np.random.default_rng(seed), train)
+        return features(collate([audio], [d], [[0]]), config)[0][0]
+
+    mel = feats(config, train=False)
     assert mel.shape == (100, 80)  # ceil(16000 / 160) frames of 80 mels
     torch.testing.assert_close(mel.mean(0), torch.zeros(80), atol=1e-4, rtol=0)  # normalised per feature
     filters = mel_filters(80, 512)
-    peak = filters.sum(1).argmax()  # a 1 kHz tone lands in the filter centred near 1 kHz (mel 15 on Slaney's scale)
+    # a 1 kHz tone lands in the filter centred near 1 kHz (mel 15 on Slaney's scale)
     centres = (filters * torch.arange(257)).sum(1) / filters.sum(1) * RATE / 512
-    assert abs(float(centres[int(filters[:, 32].argmax())]) - 1000) < 60 and peak >= 0
-    stacked = stack_frames(mel, 3, 3)
+    assert abs(float(centres[int(filters[:, 32].argmax())]) - 1000) < 60
+    stacked = feats(FeatureConfig(), train=False)
     assert stacked.shape == (34, 240) and torch.equal(stacked[0, 80:160], mel[1])
     assert torch.equal(stacked[-1, 80:], torch.zeros(160))  # past the end: zeros, as the reference pads
-    rng = np.random.default_rng(0)
-    masked = spec_augment(mel, config, rng)
-    assert (masked == 0).any() and masked.shape == mel.shape
-    train = utterance_features(audio, config, np.random.default_rng(1), train=True)
+    masked = feats(FeatureConfig(stacking=1, subsampling=1, speed_min=1.0, speed_max=1.0), train=True)
+    assert (masked == 0).all(0).sum() >= 1 and (masked == 0).all(1).sum() >= 1  # mel channels and frames masked
+    train = feats(FeatureConfig(), train=True, seed=1)
     assert 0.85 * 34 - 1 <= train.shape[0] <= 1.15 * 34 + 1 and train.shape[1] == 240

@@ -1,6 +1,6 @@
 """write_sample_data: made-up LibriSpeech in the published layout that rnnt-librispeech's job reads
 on the meta device (what benchmarks/host_pipeline.py times), with LibriSpeech's utterance lengths,
-FLAC sizes and transcript lengths, and batches of the closed config's features."""
+FLAC sizes and transcript lengths, and batches of raw audio that make the closed config's features."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from trainclock.distributed.layout import Layout
 from trainclock.workloads.base import RunSettings
 from trainclock.workloads.rnnt import WORKLOAD
 from trainclock.workloads.rnnt.data.librispeech import read_split
+from trainclock.workloads.rnnt.features import features
 from trainclock.workloads.rnnt.spec import get_member
 
 META = torch.device("meta")
@@ -46,11 +47,13 @@ def test_full_size_sample_is_librispeech_as_published_and_batches_as_the_closed_
     assert job.global_batch_size == SMALLEST_BATCH and job.division == "closed"
     k = 4
     batch = job.batch(0, slice(0, k))
+    assert batch["audio"].dtype == torch.int16 and batch["audio"].size(1) == int(batch["audio_lens"].max())
+    feats, feat_lens = features(batch, spec.features)  # what the job's loss computes on the device
     # 80 log-mels every 10 ms, 3 stacked and every 3rd kept; up to 16.7 s slowed by 0.85 at most
     longest = math.ceil(spec.max_duration / spec.features.speed_min * 100 / 3)
-    assert batch["feats"].dtype == torch.float32 and batch["feats"].shape[0] == k
-    assert batch["feats"].shape[2] == 240 == spec.model.in_features and batch["feats"].shape[1] <= longest
-    assert batch["feat_lens"].dtype == torch.int64 and batch["feat_lens"].max() == batch["feats"].shape[1]
+    assert feats.dtype == torch.float32 and feats.shape[0] == k
+    assert feats.shape[2] == 240 == spec.model.in_features and feats.shape[1] <= longest
+    assert feat_lens.dtype == torch.int64 and feat_lens.max() == feats.shape[1]
     assert batch["labels"].dtype == torch.int64 and batch["labels"].shape == (k, int(batch["label_lens"].max()))
     assert 0 <= int(batch["labels"].min()) and int(batch["labels"].max()) < spec.model.vocab
     assert 20 < float(batch["label_lens"].float().mean()) < 80  # LibriSpeech: 45 pieces per 12.3 s
@@ -62,5 +65,5 @@ def test_a_tier_reads_its_sample_through_the_same_path(tmp_path):
     assert not (tmp_path / "sentencepieces").exists()  # a tier's small model is trained from the transcripts
     _, job = build("rnnt-tiny", data, None)
     batch = job.batch(0, slice(0, 2))
-    assert batch["feats"].shape[::2] == (2, spec.model.in_features)
+    assert features(batch, spec.features)[0].shape[::2] == (2, spec.model.in_features)
     assert int(batch["labels"].max()) < spec.model.vocab

@@ -22,6 +22,7 @@ from trainclock.workloads.rnnt.data import tokenizer
 from trainclock.workloads.rnnt.data.batches import BucketBatches, Utterances, eval_batches
 from trainclock.workloads.rnnt.data.prepare import Corpus, prepare_official, prepare_tier
 from trainclock.workloads.rnnt.decode import greedy_decode
+from trainclock.workloads.rnnt.features import features
 from trainclock.workloads.rnnt.loss import transducer_loss
 from trainclock.workloads.rnnt.metric import METRIC, score, wer_sums
 from trainclock.workloads.rnnt.model import RNNT
@@ -82,7 +83,10 @@ class RnntWorkload:
         drawn across all durations, and 192 of LibriSpeech's, most of them 12-16 s, all but always
         hold one near the cap), i.e. 557 feature frames of 240 (10 ms hop, 3 stacked, every 3rd
         kept), and transcripts of the mean utterance's piece rate at that length (45 pieces per
-        12.3 s: 62). The loss reads only shapes (a lattice of T x U+1 per utterance)."""
+        12.3 s: 62). The loss reads only shapes (a lattice of T x U+1 per utterance). The features
+        the job's loss computes from the audio first (features.py: without gradients, freed before
+        the network runs) are left out: their buffers (at most 13 MB an utterance of 16.7 s, 0.2 GB
+        for 16, measured on a CPU) are gone before the network's activations exist."""
         frames = math.ceil(spec.max_duration / spec.features.hop_s / spec.features.subsampling)
         pieces = math.ceil(spec.mean_pieces * spec.max_duration / spec.mean_duration)
         feats = torch.randn(rows, frames, spec.model.in_features, device=device)
@@ -142,20 +146,21 @@ def rnnt_job(spec: RnntSpec, model: torch.nn.Module, corpus: Corpus, seed: int, 
     def evaluate(m: torch.nn.Module, autocast, shard: tuple[int, int]) -> EvalShard:
         rank, ranks = shard
         n = len(evals)
-        if shard not in cached:  # evaluation features carry no augmentation: computed once
-            cached[shard] = eval_batches(evals, spec.features, range(rank * n // ranks, (rank + 1) * n // ranks),
-                                         spec.eval_batch)
+        if shard not in cached:  # evaluation features carry no augmentation: computed once, kept on the device
+            rows = range(rank * n // ranks, (rank + 1) * n // ranks)
+            cached[shard] = [(*features({k: v.to(device) for k, v in b.items()}, spec.features), b["rows"])
+                             for b in eval_batches(evals, spec.features, rows, spec.eval_batch)]
         averaged = optimizer.averaged(m)
         hypotheses, references = [], []
         with torch.no_grad(), autocast():
-            for b in cached[shard]:
-                pieces = greedy_decode(averaged, b["feats"].to(device), b["feat_lens"].to(device), spec.max_symbols)
-                hypotheses += [processor.decode(p) for p in pieces]
-                references += [evals.items[int(i)].transcript for i in b["rows"]]
+            for feats, feat_lens, ids in cached[shard]:
+                hypotheses += [processor.decode(p) for p in greedy_decode(averaged, feats, feat_lens, spec.max_symbols)]
+                references += [evals.items[int(i)].transcript for i in ids]
         return wer_sums(hypotheses, references)
 
     def loss(m: torch.nn.Module, b: dict) -> torch.Tensor:
-        blank, emit, frames = m(b["feats"], b["feat_lens"], b["labels"])
+        feats, feat_lens = features(b, spec.features)  # on the batch's device, in fp32
+        blank, emit, frames = m(feats, feat_lens, b["labels"])
         return transducer_loss(blank, emit, frames, b["label_lens"]).mean()
 
     epoch = len(train)
@@ -164,7 +169,7 @@ def rnnt_job(spec: RnntSpec, model: torch.nn.Module, corpus: Corpus, seed: int, 
         benchmark=spec.mlperf_benchmark,
         division="closed" if spec.dataset == "librispeech" else "open",
         model=model,
-        batch=batches.batch,  # a rank featurises only its own rows
+        batch=batches.batch,  # a rank decodes only its own rows
         loss=loss,
         evaluate=evaluate,
         score=score,
@@ -181,7 +186,7 @@ def rnnt_job(spec: RnntSpec, model: torch.nn.Module, corpus: Corpus, seed: int, 
         eval_samples=len(evals),
         max_samples=spec.epochs * epoch,
         log_keys=log_keys(spec, len(train)),
-        cpu_prefetch_steps=1,  # features cost about a CPU step and release the GIL
+        cpu_prefetch_steps=1,  # decoding FLAC releases the GIL (the tiers' audio is in memory: then cheap)
     )
 
 

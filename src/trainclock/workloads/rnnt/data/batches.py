@@ -1,9 +1,10 @@
 """Training and evaluation batches: utterances tokenised, ordered by the reference's bucketing
 sampler (each epoch: the utterances sorted by duration into `buckets` equal groups, each group
-shuffled, the epoch cut into global batches, the batches shuffled), featurised with the
-augmentations drawn from (seed, step, position), and padded. Everything a batch's row holds is a
-function of (seed, step, position), so 1 and 2 processes train on the same rows, and a rank
-featurises only its own."""
+shuffled, the epoch cut into global batches, the batches shuffled), their audio decoded and padded
+with each utterance's augmentation draws (augment.py) from (seed, step, position) beside it. The
+features are computed from these on the device, in the job's loss (features.py). Everything a
+batch's row holds is a function of (seed, step, position), so 1 and 2 processes train on the same
+rows, and a rank decodes only its own."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from trainclock.workloads.rnnt.augment import Draws, draw
 from trainclock.workloads.rnnt.data.librispeech import Utterance, load_audio
-from trainclock.workloads.rnnt.features import FeatureConfig, utterance_features
+from trainclock.workloads.rnnt.features import FeatureConfig
 
 
 class Utterances:
@@ -36,28 +38,38 @@ class Utterances:
         return self._audio[i]
 
 
-def collate(feats: list[torch.Tensor], labels: list[list[int]]) -> dict[str, torch.Tensor]:
-    B = len(feats)
-    out = {"feats": torch.zeros(B, max(f.size(0) for f in feats), feats[0].size(1)),
-           "feat_lens": torch.tensor([f.size(0) for f in feats]),
-           "labels": torch.zeros(B, max(1, max(len(y) for y in labels)), dtype=torch.long),
-           "label_lens": torch.tensor([len(y) for y in labels])}
-    for i, (f, y) in enumerate(zip(feats, labels)):
-        out["feats"][i, :f.size(0)] = f
-        out["labels"][i, :len(y)] = torch.tensor(y, dtype=torch.long)
-    return out
+def collate(audio: list[np.ndarray], draws: list[Draws], labels: list[list[int]]) -> dict[str, torch.Tensor]:
+    """A padded batch of raw int16 audio and the draws features.py applies: the padding of the
+    audio, the frame masks and the labels runs to the longest of these rows (zeros beyond each
+    row's own length); the time mask's width is the rows' most feature frames."""
+    B = len(audio)
+    waves = np.zeros((B, max(len(a) for a in audio)), dtype=np.int16)
+    time_mask = np.zeros((B, max(len(d.time_mask) for d in draws)), dtype=bool)
+    pieces = np.zeros((B, max(1, max(len(y) for y in labels))), dtype=np.int64)
+    for i, (a, d, y) in enumerate(zip(audio, draws, labels)):
+        waves[i, :len(a)] = a
+        time_mask[i, :len(d.time_mask)] = d.time_mask
+        pieces[i, :len(y)] = y
+    longs = lambda values: torch.tensor(values, dtype=torch.long)  # noqa: E731
+    return {"audio": torch.from_numpy(waves), "audio_lens": longs([len(a) for a in audio]),
+            "speed": longs([d.speed for d in draws]), "samples": longs([d.samples for d in draws]),
+            "dither_seeds": longs([d.dither_seed for d in draws]),
+            "freq_mask": torch.from_numpy(np.stack([d.freq_mask for d in draws])),
+            "time_mask": torch.from_numpy(time_mask),
+            "labels": torch.from_numpy(pieces), "label_lens": longs([len(y) for y in labels])}
 
 
 class BucketBatches:
-    """job.batch. A rank featurises only its own rows of a step: the epoch's order (a few integers a
-    row) is drawn whole on every rank, the features (FLAC decoding, resampling, STFT: the cost) only
+    """job.batch. A rank decodes only its own rows of a step: the epoch's order (a few integers a
+    row) is drawn whole on every rank, the audio (FLAC decoding: the host's cost) and the draws only
     for `rows`, each from its global position, so they are the same whatever the number of ranks.
-    The features cost about as much as the step on a CPU, and the decoder's, numpy's and torch's
-    kernels release the GIL: the job asks the loop to build the next step's rows on its prefetch
-    thread on a CPU too (TrainJob.cpu_prefetch_steps).
+    The features, the cost that was the host's, are computed on the device in the loss. The decoder
+    releases the GIL: the job asks the loop to build the next step's rows on its prefetch thread on
+    a CPU too (TrainJob.cpu_prefetch_steps).
 
     Padding: collate pads to the longest of the rank's rows, not of the whole batch; the loss and
-    the network's outputs do not depend on the padding's length. The encoder's LSTMs run forward in
+    the network's outputs do not depend on the padding's length. features.py reads each utterance
+    up to its own length and zeroes its frames past its end, the encoder's LSTMs run forward in
     time (a frame never reads a later one), model.encode zeroes the frames past each utterance's end
     before stacking, the prediction network is causal along the labels, and transducer_loss reads
     the lattice only up to each utterance's own T and U. (Dropout would draw its masks over the
@@ -85,16 +97,20 @@ class BucketBatches:
         utterances = self.order(epoch)[index]
         # each utterance's augmentation is drawn from its position k in the global batch, not in the rank's rows
         positions = range(self.gbs)[rows]
-        feats = [utterance_features(self.data.audio(int(utterances[k])), self.features,
-                                    np.random.default_rng([self.seed, step, k]), train=True) for k in positions]
-        return collate(feats, [self.data.labels[int(utterances[k])] for k in positions])
+        ids = [int(utterances[k]) for k in positions]
+        audio = [self.data.audio(i) for i in ids]
+        draws = [draw(len(a), self.features, np.random.default_rng([self.seed, step, k]), train=True)
+                 for a, k in zip(audio, positions)]
+        return collate(audio, draws, [self.data.labels[i] for i in ids])
 
 
 def eval_batches(data: Utterances, features: FeatureConfig, rows: range, batch: int) -> list[dict[str, torch.Tensor]]:
-    """Evaluation batches of `rows` (no augmentation; the dither from a fixed per-utterance seed)."""
+    """Evaluation batches of `rows`: raw audio without augmentation, the dither from a fixed
+    per-utterance seed."""
     out = []
     for start in range(rows.start, rows.stop, batch):
         ids = range(start, min(start + batch, rows.stop))
-        feats = [utterance_features(data.audio(i), features, np.random.default_rng([0, i]), train=False) for i in ids]
-        out.append({**collate(feats, [data.labels[i] for i in ids]), "rows": torch.tensor(list(ids))})
+        audio = [data.audio(i) for i in ids]
+        draws = [draw(len(a), features, np.random.default_rng([0, i]), train=False) for a, i in zip(audio, ids)]
+        out.append({**collate(audio, draws, [data.labels[i] for i in ids]), "rows": torch.tensor(list(ids))})
     return out

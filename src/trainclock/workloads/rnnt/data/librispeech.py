@@ -78,13 +78,14 @@ def read_split(path: Path, data_dir: Path | None = None) -> list[Utterance]:
 
 
 def load_audio(utterance: Utterance) -> np.ndarray:
-    """The utterance's samples as float32 at 16 kHz."""
+    """The utterance's samples as int16 at 16 kHz: LibriSpeech's FLAC (and the reference's wav) hold 16-bit
+    samples, read exactly at half float32's bytes; features.py scales them to [-1, 1) on the device."""
     import soundfile
 
     try:
-        audio, rate = soundfile.read(utterance.path, dtype="float32", always_2d=False)
+        audio, rate = soundfile.read(utterance.path, dtype="int16", always_2d=False)
     except (RuntimeError, OSError) as e:
         raise DataError(f"{utterance.path} is not readable audio ({e})") from None
     if rate != SAMPLE_RATE:
         raise DataError(f"{utterance.path} is sampled at {rate} Hz; LibriSpeech is 16 kHz")
-    return audio if audio.ndim == 1 else audio.mean(1)
+    return audio if audio.ndim == 1 else audio.mean(1).astype(np.int16)

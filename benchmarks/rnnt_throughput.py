@@ -10,10 +10,11 @@ batches and start weights.
               optimizer.step() (the same LAMB); apply_ema(model, ema_model, decay) over the
               state dict, on a copy of the same network and weights
 
-Features are computed before the timing for both (the loop's own batches): the step is timed, not
-the data pipeline. It prints utterances/s, audio seconds per second (the batch's audio after
-speed perturbation, from its frame counts: 30 ms a stacked frame), MFU against the machine's
-matmul peak, and the ratio trainclock / plain.
+Batches are read before the timing (the loop's own batches); both steps compute the features from
+the batch's audio inside the step, as the reference does (on the GPU). It prints utterances/s,
+audio seconds per second (the batch's audio after speed perturbation), MFU against the machine's
+matmul peak, and the ratio trainclock / plain. Each step's batch has new lengths: the first step
+at a shape pays oneDNN's primitive creation, so short runs read low.
 
   python benchmarks/rnnt_throughput.py [--member rnnt-mini] [--steps 8]
 
@@ -39,6 +40,7 @@ from trainclock.optim.base import parameter_groups
 from trainclock.train.loop import train_step
 from trainclock.workloads.base import RunSettings
 from trainclock.workloads.rnnt import WORKLOAD
+from trainclock.workloads.rnnt.features import SAMPLE_RATE, features
 from trainclock.workloads.rnnt.loss import lattice_log_probs, transducer_loss
 from trainclock.workloads.rnnt.spec import get_member
 from timing import CPU, autocast_for, timed_at_peak
@@ -54,8 +56,9 @@ def plain_step(job, spec, precision: str, batches):
 
     def step(s: int) -> None:
         b = batches[s]
+        feats, lens = features(b, spec.features)  # the reference computes them in its loop too (on the GPU)
         with autocast():
-            f, f_lens = model.encode(b["feats"], b["feat_lens"])
+            f, f_lens = model.encode(feats, lens)
             g, _ = model.predict(b["labels"])
             blank, emit = lattice_log_probs(model.joint(f, g), b["labels"], spec.model.blank)
             loss = transducer_loss(blank, emit, f_lens, b["label_lens"]).mean()
@@ -134,8 +137,7 @@ def main() -> None:
     for precision in ("fp32", "bf16"):
         job = WORKLOAD.build_job(spec, ctx, CPU, 1, RunSettings())  # the tier's speech, cached
         batches = [job.batch(s, slice(0, job.global_batch_size)) for s in range(args.steps + 1)]  # the loop's own batches, for both loops
-        audio_s = sum(float(b["feat_lens"].sum()) * spec.features.subsampling * spec.features.hop_s
-                      for b in batches[1:]) / args.steps
+        audio_s = sum(float(b["samples"].sum()) / SAMPLE_RATE for b in batches[1:]) / args.steps  # after speed perturbation
         plain = plain_step(job, spec, precision, batches)
         optimizer, autocast = job.optimizer.build(job.model), autocast_for(precision)
 

@@ -81,7 +81,6 @@ def test_the_loop_reads_once_per_log_interval(job):
 # the test fails as soon as one is fixed and its entry must go.
 STILL_READING = {
     "bert": "transformers' BertModel checks the attention mask on the host (issue 33 packs sequences)",
-    "dlrm_dcnv2": "torch's Adagrad reads every parameter's step count (issue 32 replaces the update)",
     "ssd": "torchvision's RetinaNet loss matches anchors per image (issue 33 batches it)",
     "maskrcnn": "torchvision's proposals and sampler loop per image (issue 33)",
 }

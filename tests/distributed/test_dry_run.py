@@ -71,17 +71,23 @@ def test_full_configs_fit_on_one_8_gpu_node(capsys, member):
     assert "rank 0 of 8 processes: dp=8 (ddp)" in out and "fits: yes" in out
 
 
-def test_dlrm_table_wise_puts_the_largest_table_on_rank_0(capsys):
+def test_dlrm_table_wise_puts_the_largest_table_on_rank_0_and_the_planner_splits_it(capsys):
     """A finding: whole tables per rank cannot balance below the largest table (about 40M rows of
-    128: 20.5 GB of fp32 weights, as much again in dense gradients and Adagrad state), which rank 0
-    holds; row-wise sharding splits every table and rank 0 holds 1/8 of all (13 GB)."""
-    def weights(out: str) -> float:
-        return float(next(line for line in out.splitlines() if line.startswith("parameters")).split()[-2])
+    128: 20.5 GB of fp32 weights, as much again in Adagrad state), which rank 0 holds; the default
+    plan ("auto") splits the five 40M tables row-wise, keeps the others whole and copies the tiny
+    ones: rank 0 holds 28M rows (14.4 GB), row-wise sharding of every table 1/8 of all (13 GB).
+    The dry run counts each table's gradient at full size (it makes dense zero gradients where the
+    forward cannot run on fake tensors); the sparse ones hold a step's looked-up rows only."""
+    def row(out: str, label: str) -> float:
+        return float(next(line for line in out.splitlines() if line.startswith(label)).split()[-2])
 
-    _, table_wise, _ = dry(capsys, "dlrm_dcnv2", "--nproc-per-node", "8", *PUBLISHED_8_GPU["dlrm_dcnv2"])
-    _, row_wise, _ = dry(capsys, "dlrm_dcnv2", "--nproc-per-node", "8", *PUBLISHED_8_GPU["dlrm_dcnv2"],
-                         "--embedding-sharding", "row")
-    assert weights(table_wise) > 20 and 13 < weights(row_wise) < 13.5
+    flags = ("--nproc-per-node", "8", *PUBLISHED_8_GPU["dlrm_dcnv2"])
+    _, table_wise, _ = dry(capsys, "dlrm_dcnv2", *flags, "--embedding-sharding", "table")
+    code, planned, err = dry(capsys, "dlrm_dcnv2", *flags)
+    _, row_wise, _ = dry(capsys, "dlrm_dcnv2", *flags, "--embedding-sharding", "row")
+    assert code == 0 and "fits: yes" in planned, planned + err
+    assert row(table_wise, "parameters") > 20 and 13 < row(row_wise, "parameters") < 13.5
+    assert 14 < row(planned, "parameters") < 14.6 and row(planned, "total") < 45
 
 
 def test_rnnt_measures_its_transducer_loss_on_fake_tensors(capsys):

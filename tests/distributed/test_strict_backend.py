@@ -64,9 +64,11 @@ def test_gpt3_trains_under_the_strict_backend(corpus_dir, tmp_path, layout):
 
 
 @pytest.mark.slow
-def test_dlrm_with_table_wise_embeddings_trains_under_the_strict_backend(tmp_path):
-    """The sharded embeddings' id exchange and the gradient norm summed over the tables' group."""
+@pytest.mark.parametrize("sharding", ["row", "auto"])
+def test_dlrm_with_sharded_embeddings_trains_under_the_strict_backend(tmp_path, sharding):
+    """The sharded embeddings' id exchanges (row-wise; the planner's mix at this size: table-wise
+    tables and replicated ones in DDP) and the gradient norm summed over the tables' group."""
     prepare_data("dlrm-tiny")
-    proc = trainclock("run", "dlrm-tiny", "--out", str(tmp_path), "--nproc", "2", "--embedding-sharding", "table",
+    proc = trainclock("run", "dlrm-tiny", "--out", str(tmp_path), "--nproc", "2", "--embedding-sharding", sharding,
                       "--seed", "4", "--max-samples", "6144", "--precision", "fp32", "--no-progress", **STRICT)
     _trained(proc, losses(tmp_path, "dlrm-tiny"))

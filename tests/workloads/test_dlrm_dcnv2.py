@@ -1,8 +1,9 @@
 """dlrm-tiny end to end through `trainclock run`, on its generated click log in the real data
 home (where `trainclock data prepare` caches it): it reaches its AUC target within one epoch, its
 log passes the official common rules and counts epochs as the dlrm_dcnv2 logs do, 2 processes
-with the tables sharded table-wise or row-wise train the same curve as 1, a run killed with -9
-resumes to the same curve, on the same or another number of processes, and bad input is one line."""
+with the tables sharded table-wise, row-wise or by the planner train the same curve as 1, a run
+killed with -9 resumes to the same curve, on the same or another number of processes, and bad
+input is one line."""
 
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ def test_tiny_log_passes_the_official_common_rules_and_counts_epochs(tiny_run):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sharding", ["table", "row"])
+@pytest.mark.parametrize("sharding", ["table", "row", "auto"])
 def test_two_processes_with_sharded_tables_train_the_same_curve_as_one(one_process, tmp_path, sharding):
     two = trainclock("run", MEMBER, "--out", str(tmp_path), "--nproc", "2", "--embedding-sharding", sharding, *SHORT)
     assert two.returncode in (0, 1), two.stderr[-3000:]

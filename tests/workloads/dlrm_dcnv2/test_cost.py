@@ -25,6 +25,21 @@ def plan(*argv: str) -> subprocess.CompletedProcess:
                           timeout=300, env=env, cwd=ROOT)
 
 
+@pytest.mark.parametrize("sharding, low, high", [
+    ("auto", 25, 30),  # the fullest rank: its share of the five 40M tables row-wise, the 3M table whole
+    ("row", 24, 27),  # every table split: an eighth of 26B values, 8 bytes each, and an eighth of the ids
+    ("table", 40, 42),  # a 40M table whole (20.5 GB of weights, as much in Adagrad sums)
+    ("none", 290, 295),  # every table on every rank, DDP all-reducing dense gradients
+])
+def test_the_fullest_of_8_ranks_holds_what_the_run_lays_out(sharding, low, high):
+    from dataclasses import replace
+
+    from trainclock.workloads.dlrm_dcnv2.cost import DlrmCost
+
+    spec = replace(get_member("dlrm-criteo1tb").with_batch(55_296), embedding_sharding=sharding)
+    assert low < DlrmCost(spec).fullest_rank_bytes(8) / 2**30 < high
+
+
 def test_cost_terms_come_from_the_spec():
     cost = WORKLOAD.cost("dlrm-criteo1tb")
     assert isinstance(cost, WorkloadCost)

@@ -45,6 +45,28 @@ def test_a_batch_depends_only_on_seed_and_step_and_may_span_two_days(tmp_path):
     assert torch.equal(seen[0], torch.from_numpy(whole[20 * int(np.random.default_rng([7, 0]).permutation(3)[0]):][:20]))
 
 
+def test_a_rank_reads_and_hashes_only_its_own_rows_of_a_batch(tmp_path):
+    """Ids are hashed once in the cluster: each rank builds its rows of the global batch (the
+    loop's TrainJob.batch(step, rows)) and hashes those only; the sharded tables exchange hashed ids."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Hashed(TorchDispatchMode):
+        ids = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.aten.remainder.Tensor:
+                Hashed.ids += args[0].numel()
+            return func(*args, **(kwargs or {}))
+
+    folder = write_days(tmp_path, 3, 40, MULTI_HOT)
+    days = open_days(folder, 2, ROWS, MULTI_HOT, global_batch_size=20)
+    whole = days.train_batch(7, 1, 20)
+    with Hashed():
+        mine = days.train_batch(7, 1, 20, slice(5, 10))  # rank 1 of 4
+    assert Hashed.ids == 5 * sum(MULTI_HOT)
+    assert all(torch.equal(mine[k], whole[k][5:10]) for k in whole)
+
+
 def test_one_hot_files_are_read_when_there_is_no_multi_hot_file(tmp_path):
     one = (1,) * 26
     folder = write_days(tmp_path, 2, 10, one)

@@ -2,11 +2,14 @@
 
 In the generic terms: the MLPs and cross layers are one data-parallel "layer" (no tensor or
 pipeline split: `tensor_parallel_units` 1, `layers` 1), the 26 tables are `other_parameters` and
-all of them `sharded_parameters`, as a sharded run lays them out (--embedding-sharding table or
-row, the default on 2 or more processes; the MLPerf entries do the same): the planner divides
-them over every device, leaves them out of the data-parallel gradient traffic, updates only the
-rows a step's samples touch (`sharded_parameters_touched_per_sample`, Adagrad's sparse update),
-and charges the all-to-all of `exchange_values_per_sample` pooled values per sample each way.
+all of them `sharded_parameters`, as a sharded run lays them out (--embedding-sharding auto, the
+default on 2 or more processes; the MLPerf entries do the same): the planner divides them over
+every device, leaves them out of the data-parallel gradient traffic, updates only the rows a
+step's samples touch (`sharded_parameters_touched_per_sample`, Adagrad's sparse update), and
+charges the all-to-all of `exchange_values_per_sample` pooled values per sample each way. The
+generic model splits the tables evenly; `fullest_rank_bytes` counts the split the run builds
+(sharding.table_plan: the largest tables row-wise, the rest whole, the tiny ones replicated),
+which the run's memory check uses.
 Micro-batches are whole per-device batches of thousands of samples, as DLRM runs them.
 FLOPs: 3x the forward matmuls of the MLPs and cross layers plus the bag sums (spec.py).
 Progress is counted in epochs, as MLPerf's RCPs count it (1/4,195,197,692 epoch per sample for
@@ -22,9 +25,12 @@ from pathlib import Path
 from trainclock.workloads import evidence
 from trainclock.workloads.base import QualityTarget
 from trainclock.workloads.cost import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
+from trainclock.workloads.dlrm_dcnv2.sharding import table_plan
 from trainclock.workloads.dlrm_dcnv2.spec import METRIC, DlrmSpec, target_evidence
 
 ADAGRAD_STATE_BYTES = 4  # one fp32 sum of squared gradients per parameter
+FP32 = 4
+INDEX_BYTES = 8  # an int64 row id of a sparse gradient
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,32 @@ class DlrmCost(SpecCost):
         return sum(self.spec.shape.multi_hot)
 
     optimizer_state_bytes_per_parameter = ADAGRAD_STATE_BYTES
+
+    def fullest_rank_bytes(self, ranks: int) -> float:
+        """fp32 weights, gradients and Adagrad state on the fullest of `ranks` data-parallel ranks,
+        tables laid out as the run lays them: the dense part replicated with dense gradients; a
+        table's weight and Adagrad sum where it is held, plus its gradient: dense where DDP
+        all-reduces it (replicated tables; every table under "none" on 2+ processes), else one
+        value row and an int64 id per id looked up, uncoalesced (a row-wise table's ids spread
+        evenly over the ranks)."""
+        shape, gbs = self.spec.shape, self.spec.global_batch_size
+        row, looked_up = 2 * FP32 * shape.dim, FP32 * shape.dim + INDEX_BYTES
+        dense = (2 * FP32 + ADAGRAD_STATE_BYTES) * shape.dense_parameters()
+        plan = table_plan(self.spec, ranks)
+        if plan is None:
+            grads = (FP32 * shape.embedding_parameters() if ranks > 1
+                     else gbs * sum(shape.multi_hot) * looked_up)
+            return dense + row * sum(shape.rows) + grads
+        fullest = 0.0
+        for rank in range(ranks):
+            grads = 0.0
+            for t, placement in enumerate(plan.placement):
+                if placement == "replicated":
+                    grads += FP32 * shape.rows[t] * shape.dim
+                elif placement == "row" or plan.owner[t] == rank:
+                    grads += gbs * shape.multi_hot[t] * looked_up / (ranks if placement == "row" else 1)
+            fullest = max(fullest, row * plan.rows_on(rank) + grads)
+        return dense + fullest
     progress_unit = "epochs"
     sample_noun = "click samples"
 

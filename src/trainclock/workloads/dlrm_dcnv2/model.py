@@ -46,14 +46,16 @@ def init_table(weight: torch.Tensor, rows: int) -> None:
 
 
 class DlrmDcnV2(nn.Module):
-    def __init__(self, shape: DlrmShape, table_device: torch.device | str | None = None) -> None:
+    def __init__(self, shape: DlrmShape, table_device: torch.device | str | None = None, sparse: bool = True) -> None:
         """table_device "meta": the tables get a shape and no storage, for sharding to fill
-        only each rank's part (init_table); the dense part is built as usual."""
+        only each rank's part (init_table); the dense part is built as usual. sparse: the tables'
+        gradients hold only the rows a step looked up (False where DDP all-reduces the tables)."""
         super().__init__()
         self.bottom = mlp(shape.bottom, DENSE_FEATURES, last_activation=True)
         # the 26 tables as one collection, which a sharded run replaces by its sharded form
         # (distributed/embeddings.py): parameter names stay tables.<i>.weight either way
-        self.tables = EmbeddingBagCollection(shape.rows, shape.dim, shape.multi_hot, device=table_device)
+        self.tables = EmbeddingBagCollection(shape.rows, shape.dim, shape.multi_hot, device=table_device,
+                                             sparse=sparse)
         self.cross = LowRankCross(shape.interaction_width, shape.cross_layers, shape.cross_rank)
         self.top = mlp(shape.top, shape.interaction_width, last_activation=False)
         for table, rows in zip(self.tables.tables(), shape.rows):
@@ -67,5 +69,5 @@ class DlrmDcnV2(nn.Module):
         return self.top(self.cross(x)).squeeze(1)
 
 
-def build_model(shape: DlrmShape, table_device: torch.device | str | None = None) -> DlrmDcnV2:
-    return DlrmDcnV2(shape, table_device)
+def build_model(shape: DlrmShape, table_device: torch.device | str | None = None, sparse: bool = True) -> DlrmDcnV2:
+    return DlrmDcnV2(shape, table_device, sparse)

@@ -1,46 +1,35 @@
-"""How a run lays the 26 tables over its processes (--embedding-sharding), and the optimizer that
-takes sharded (DTensor) and plain parameters together."""
+"""How a run lays the 26 tables over its processes (--embedding-sharding), and the plan it builds
+(distributed/table_plan.py), which the memory check and the cost model read too. No torch here."""
 
 from __future__ import annotations
 
-import torch
-from torch import nn
-from torch.distributed.tensor import DTensor
-
 from trainclock.distributed.layout import Layout
+from trainclock.distributed.table_plan import TablePlan, plan_tables
 from trainclock.errors import UsageError
-from trainclock.optim.adagrad import Adagrad
+from trainclock.workloads.dlrm_dcnv2.spec import DlrmSpec
 
-SHARDINGS = ("table", "row", "none")
+SHARDINGS = ("auto", "table", "row", "none")
 
 
 def embedding_sharding(choice: str | None, layout: Layout, tables: int) -> str:
-    """The layout of the tables: the user's choice, checked, or the default: whole tables per
-    process (no table is split, the all-to-all carries only pooled rows) when there are at least as
-    many tables as processes, else rows split over all of them; one process holds them all."""
-    if layout.fsdp and choice in ("table", "row"):
+    """The layout of the tables: the user's choice, checked, or the default: the planner's ("auto":
+    the largest tables row-wise, the others whole, the tiny ones replicated) on 2 or more
+    processes; one process holds them all ("none")."""
+    if layout.fsdp and choice in ("auto", "table", "row"):
         raise UsageError("--embedding-sharding shards the tables itself and keeps the dense part in DDP; drop --fsdp")
     if choice is None:
-        if layout.dp == 1 or layout.fsdp:
-            return "none"
-        return "table" if tables >= layout.dp else "row"
+        return "none" if layout.dp == 1 or layout.fsdp else "auto"
     if choice != "none" and layout.dp == 1:
         raise UsageError(f"--embedding-sharding {choice} splits the tables over processes, but this run has one; "
                          "add --nproc 2 or more, or drop the flag")
     if choice == "table" and tables < layout.dp:
         raise UsageError(f"--embedding-sharding table over {layout.dp} processes leaves some without one of the "
-                         f"{tables} tables; use --embedding-sharding row")
+                         f"{tables} tables; use --embedding-sharding auto or row")
     return choice
 
 
-class ShardedAdagrad(Adagrad):
-    """The rules' Adagrad, with row-wise tables (DTensor) in a parameter group apart from the plain
-    parameters: the foreach kernels take one kind of tensor per call."""
-
-    def build(self, model: nn.Module) -> torch.optim.Adagrad:
-        params = [p for p in model.parameters() if p.requires_grad]
-        groups = [{"params": [p for p in params if isinstance(p, DTensor) == sharded]} for sharded in (False, True)]
-        return torch.optim.Adagrad([g for g in groups if g["params"]], lr=self.learning_rate, lr_decay=self.lr_decay,
-                                   weight_decay=self.weight_decay,
-                                   initial_accumulator_value=self.initial_accumulator_value, eps=self.eps,
-                                   foreach=True)
+def table_plan(spec: DlrmSpec, ranks: int) -> TablePlan | None:
+    """Where each table lives on `ranks` data-parallel ranks (None: every rank holds every table)."""
+    if spec.embedding_sharding == "none":
+        return None
+    return plan_tables(spec.embedding_sharding, spec.shape.rows, ranks, max(1, spec.global_batch_size // ranks))

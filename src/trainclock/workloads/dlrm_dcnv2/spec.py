@@ -87,7 +87,7 @@ class DlrmSpec:
     eval_day_rows: int = 0  # the eval day's rows; its first half is the validation set, as the reference
     mlperf_benchmark: str = "dlrm_dcnv2"
     # how the tables are laid over the data-parallel ranks: "none" (every rank holds every table,
-    # DDP all-reduces their gradients), "table" or "row" (distributed/embeddings.py)
+    # DDP all-reduces their gradients), "auto", "table" or "row" (sharding.py, distributed/embeddings.py)
     embedding_sharding: str = "none"
 
     def with_batch(self, global_batch_size: int) -> "DlrmSpec":

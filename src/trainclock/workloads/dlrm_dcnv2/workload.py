@@ -19,7 +19,8 @@ from trainclock.distributed.layout import Layout
 from trainclock.distributed import dry_run
 from trainclock.distributed.parallelize import Materialize, ModelParallelism, parallelize
 from trainclock.errors import ResourceError, UsageError
-from trainclock.workloads.dlrm_dcnv2.sharding import SHARDINGS, ShardedAdagrad, embedding_sharding
+from trainclock.optim.adagrad import Adagrad
+from trainclock.workloads.dlrm_dcnv2.sharding import SHARDINGS, embedding_sharding, table_plan
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
 from trainclock.workloads.batch_plan import with_batch_settings
 from trainclock.workloads.dlrm_dcnv2.data.dataset import CriteoDays, open_days
@@ -50,9 +51,11 @@ class DlrmWorkload:
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
         group.add_argument("--embedding-sharding", choices=SHARDINGS, default=None,
-                           help="how the embedding tables are split over the processes: whole tables per process "
-                                "(table), every table's rows over all processes (row), or a full copy on each "
-                                "(none); default table under --nproc 2 or more, none on one process")
+                           help="how the embedding tables are split over the processes: the planner's mix (auto: "
+                                "the largest tables' rows over all processes, the others whole on one, the tiny "
+                                "ones copied to each), whole tables per process (table), every table's rows over "
+                                "all processes (row), or a full copy on each (none); default auto under --nproc 2 "
+                                "or more, none on one process")
 
     def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> DlrmSpec:
         spec = get_member(member)
@@ -65,9 +68,10 @@ class DlrmWorkload:
                                  "day_0 .. day_23 _dense.npy, _labels.npy and _sparse_multi_hot.npz")
         spec = replace(spec, embedding_sharding=embedding_sharding(settings.extra.get("embedding_sharding"), layout,
                                                                    len(spec.shape.rows)))
-        if full:
+        spec = with_batch_settings(spec, settings, layout, "samples")
+        if full:  # at the run's batch: the plan copies the tables with no more rows than a rank's samples
             check_fits(spec, device, layout.dp)
-        return with_batch_settings(spec, settings, layout, "samples")
+        return spec
 
     def build_job(self, spec: DlrmSpec, ctx: ParallelContext, device: torch.device, seed: int,
                   settings: RunSettings) -> TrainJob:
@@ -77,8 +81,8 @@ class DlrmWorkload:
                     settings: RunSettings) -> torch.nn.Module:
         return build_model(spec, ctx, device, settings)
 
-    def optimizer(self, spec: DlrmSpec) -> ShardedAdagrad:
-        return ShardedAdagrad(spec.learning_rate, eps=ADAGRAD_EPS)
+    def optimizer(self, spec: DlrmSpec) -> Adagrad:
+        return Adagrad(spec.learning_rate, eps=ADAGRAD_EPS)
 
     def sample_loss(self, spec: DlrmSpec, model: torch.nn.Module, rows: int,
                     device: torch.device) -> torch.Tensor | None:
@@ -120,10 +124,11 @@ class DlrmWorkload:
 
 
 def check_fits(spec: DlrmSpec, device: torch.device, ranks: int) -> None:
-    """Refuse a model whose weights, gradients and Adagrad state (3 x fp32) exceed the device:
-    sharded tables count a 1/ranks part of the tables on each (a balanced split)."""
-    tables = spec.shape.embedding_parameters() / (ranks if spec.embedding_sharding != "none" else 1)
-    need = 12 * (spec.shape.dense_parameters() + tables)
+    """Refuse a model whose weights, gradients and Adagrad state exceed the device on its fullest
+    rank, tables laid out as this run lays them (cost.py's fullest_rank_bytes)."""
+    from trainclock.workloads.dlrm_dcnv2.cost import DlrmCost
+
+    need = DlrmCost(spec).fullest_rank_bytes(ranks)
     if device.type == "cuda":
         have = torch.cuda.mem_get_info(device)[1]
     else:
@@ -131,7 +136,7 @@ def check_fits(spec: DlrmSpec, device: torch.device, ranks: int) -> None:
     if need > have:
         raise ResourceError(f"{spec.name} needs about {need / 2**30:,.0f} GiB for weights, gradients and Adagrad "
                             f"state but this {device.type} device has {have / 2**30:,.0f} GiB; shard its tables over more "
-                            f"processes (--nproc, --embedding-sharding table or row)")
+                            f"processes (--nproc, --embedding-sharding auto or row)")
 
 
 def load_days(spec: DlrmSpec, settings: RunSettings, ctx: ParallelContext) -> tuple[CriteoDays, str]:
@@ -160,7 +165,7 @@ def build_job(spec: DlrmSpec, settings: RunSettings, seed: int, ctx: ParallelCon
     def batch(step: int, rows: slice) -> dict[str, torch.Tensor]:
         return days.train_batch(seed, step, spec.global_batch_size, rows)
 
-    return dlrm_job(spec, model, batch, evaluate, dataset, days)
+    return dlrm_job(spec, model, batch, evaluate, dataset, days, ctx.dp_size)
 
 
 def build_model(spec: DlrmSpec, ctx: ParallelContext, device: torch.device, settings: RunSettings) -> torch.nn.Module:
@@ -173,11 +178,14 @@ def build_model(spec: DlrmSpec, ctx: ParallelContext, device: torch.device, sett
     from trainclock.workloads.dlrm_dcnv2.model import init_table
 
     on_meta = device.type == "meta"
-    sharded = spec.embedding_sharding != "none"
+    plan = table_plan(spec, ctx.dp_size)
+    sharded = plan is not None
     whole = (not sharded or spec.data != "criteo") and not on_meta
     dp_mesh = ctx.mesh["dp"] if sharded else None  # sliced before any fake mode: the mesh stays real
     with (dry_run.fake_tensor_mode() or torch.device("meta")) if on_meta else contextlib.nullcontext():
-        model = dlrm_model(spec.shape, table_device=None if whole else "meta")
+        # tables DDP all-reduces keep dense gradients: NCCL all-reduces no sparse tensor
+        model = dlrm_model(spec.shape, table_device=None if whole else "meta",
+                           sparse=sharded or ctx.dp_size == 1)
         if whole:
             model = model.to(device)
         if sharded:
@@ -185,8 +193,7 @@ def build_model(spec: DlrmSpec, ctx: ParallelContext, device: torch.device, sett
                 torch.manual_seed(torch.initial_seed() + 1 + ctx.env.rank)
             # each rank's loss is the mean over its own samples and DDP averages the dense gradients:
             # the tables' gradients, summed over every rank's samples by the exchange, take 1/dp too
-            names = shard_embeddings(model, spec.embedding_sharding, dp_mesh, grad_scale=1 / ctx.dp_size,
-                                     init=init_table)
+            names = shard_embeddings(model, plan, dp_mesh, grad_scale=1 / ctx.dp_size, init=init_table)
             data_parallel_ignored(model, names)
             if not on_meta:
                 model = model.to(device)
@@ -200,7 +207,8 @@ def loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor
     return F.binary_cross_entropy_with_logits(logits.float(), batch["labels"])
 
 
-def dlrm_job(spec: DlrmSpec, model: torch.nn.Module, batch, evaluate, dataset: str, days: CriteoDays) -> TrainJob:
+def dlrm_job(spec: DlrmSpec, model: torch.nn.Module, batch, evaluate, dataset: str, days: CriteoDays,
+             ranks: int) -> TrainJob:
     closed = spec.name == "dlrm-criteo1tb" and dataset == "criteo_1tb_multihot"
     return TrainJob(
         name=spec.name,
@@ -218,16 +226,17 @@ def dlrm_job(spec: DlrmSpec, model: torch.nn.Module, batch, evaluate, dataset: s
         global_batch_size=spec.global_batch_size,
         micro_batch_size=spec.micro_batch_size,
         flops_per_sample=spec.shape.flops_per_sample(),
-        optimizer=ShardedAdagrad(spec.learning_rate, eps=ADAGRAD_EPS),  # as DlrmWorkload.optimizer
+        optimizer=Adagrad(spec.learning_rate, eps=ADAGRAD_EPS),  # as DlrmWorkload.optimizer
         eval_schedule=EvalSchedule(every=spec.eval_every_samples),
         # the rules' count for the full size (the first half of day 23); what was read is logged beside it
         eval_samples=spec.eval_samples if closed or spec.data == "criteo" else len(days.validation),
         max_samples=min(spec.max_samples, days.blocks(spec.global_batch_size) * spec.global_batch_size),
-        log_keys=log_keys(spec, dataset, days),
+        log_keys=log_keys(spec, dataset, days, ranks),
     )
 
 
-def log_keys(spec: DlrmSpec, dataset: str, days: CriteoDays) -> dict:
+def log_keys(spec: DlrmSpec, dataset: str, days: CriteoDays, ranks: int) -> dict:
+    plan = table_plan(spec, ranks)
     return {
         "dataset": dataset,
         "embedding_dim": spec.shape.dim,
@@ -237,5 +246,7 @@ def log_keys(spec: DlrmSpec, dataset: str, days: CriteoDays) -> dict:
         "dcn_low_rank_dim": spec.shape.cross_rank,
         "trainclock_train_samples_available": days.train_rows,
         "trainclock_eval_samples_read": len(days.validation),
-        "trainclock_embedding_sharding": spec.embedding_sharding,  # table, row or none (replicated)
+        "trainclock_embedding_sharding": spec.embedding_sharding,  # auto, table, row or none (replicated)
+        # where each table lived: replicated, table (whole on one rank) or row (split over all)
+        "trainclock_embedding_placement": list(plan.placement) if plan else ["replicated"] * len(spec.shape.rows),
     }

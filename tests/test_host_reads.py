@@ -12,7 +12,6 @@ from dataclasses import replace
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from trainclock.distributed.context import single_process
 from trainclock.distributed.layout import Layout
@@ -21,20 +20,10 @@ from trainclock.train.loop import TrainOptions, autocast_context, train, train_s
 from trainclock.train.progress import TrainProgress
 from trainclock.workloads import registry
 from trainclock.workloads.base import EvalShard, EvalSchedule, RunSettings
+from tests.host_reads import HostReads
 
 CPU = torch.device("cpu")
 STEPS, EVERY = 20, 10
-
-
-class HostReads(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.count = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func is torch.ops.aten._local_scalar_dense.default:
-            self.count += 1
-        return func(*args, **(kwargs or {}))
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from trainclock.optim.adagrad import Adagrad
 from trainclock.workloads.dlrm_dcnv2.model import build_model
 from trainclock.workloads.dlrm_dcnv2.spec import DENSE_FEATURES, get_member
+from tests.host_reads import HostReads
 
 
 def test_log_keys_are_the_rules_values():
@@ -63,16 +63,6 @@ def test_sparse_steps_match_torchs_dense_adagrad_with_repeated_ids_and_micro_bat
     torch.testing.assert_close(ours.state[sparse.weight]["sum"], theirs.state[dense.weight]["sum"])
     # torch's state keys, so checkpoints of either optimizer load into the other
     assert ours.state[sparse.weight].keys() == theirs.state[dense.weight].keys()
-
-
-class HostReads(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.count = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.count += func is torch.ops.aten._local_scalar_dense.default
-        return func(*args, **(kwargs or {}))
 
 
 def test_one_dlrm_step_touches_only_the_rows_its_samples_looked_up():

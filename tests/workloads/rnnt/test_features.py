@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from trainclock.workloads.rnnt.augment import Draws, draw
 from trainclock.workloads.rnnt.data.batches import collate
 from trainclock.workloads.rnnt.features import (SAMPLE_RATE, SPEED_ONE, FeatureConfig, constants,
                                                 dither_noise, features, mel_filters)
+from tests.host_reads import HostReads
 
 CONFIG = FeatureConfig()
 
@@ -136,16 +136,6 @@ def test_int16_audio_reads_as_soundfiles_float(tmp_path):
     soundfile.write(str(tmp_path / "a.flac"), audio, SAMPLE_RATE)
     as_float, _ = soundfile.read(str(tmp_path / "a.flac"), dtype="float32")
     assert np.array_equal(as_float, audio.astype(np.float32) * (1.0 / 32768))
-
-
-class HostReads(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.count = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.count += func is torch.ops.aten._local_scalar_dense.default
-        return func(*args, **(kwargs or {}))
 
 
 def test_the_features_read_nothing_back_and_ignore_autocast():

@@ -10,6 +10,7 @@ replicas."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -92,6 +93,19 @@ class ModelParallelism:
     # the layout a convolutional model's weights take on a GPU (torch.channels_last, channels_last_3d):
     # cuDNN's fastest convolutions (tensor cores) are NHWC, and a convolution follows its weight's layout
     gpu_memory_format: torch.memory_format | None = None
+
+
+def build_parallelized(make: Callable[[], nn.Module], device: torch.device, ctx: ParallelContext,
+                       parallelism: ModelParallelism, *, compile: bool = False,
+                       activation_checkpointing: bool = False) -> nn.Module:
+    """parallelize(make()) on `device`: built whole and moved there, or, for a meta device (a dry
+    run), built on meta and cut there (Materialize(meta) keeps it so; a dry run makes fake tensors)."""
+    on_meta = device.type == "meta"
+    with torch.device("meta") if on_meta else contextlib.nullcontext():
+        model = make()
+    return parallelize(model if on_meta else model.to(device), ctx, parallelism, compile=compile,
+                       activation_checkpointing=activation_checkpointing,
+                       materialize=Materialize(device) if on_meta else None)
 
 
 def parallelize(model: nn.Module, ctx: ParallelContext, parallelism: ModelParallelism, *, compile: bool = False,

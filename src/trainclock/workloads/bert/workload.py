@@ -4,7 +4,6 @@ generic loop trains (data, start checkpoint, model, masked-LM accuracy, LAMB, ML
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,7 +12,7 @@ import torch
 
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
-from trainclock.distributed.parallelize import Materialize, parallelize
+from trainclock.distributed.parallelize import build_parallelized
 from trainclock.errors import UsageError
 from trainclock.optim.lamb import Lamb, PolyWarmup
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
@@ -175,14 +174,14 @@ def build_model(spec: BertSpec, ctx: ParallelContext, device: torch.device, sett
     from trainclock.workloads.bert.model import build_model as pretraining_model  # transformers: seconds to import
     from trainclock.workloads.bert.model import load_start_checkpoint
 
-    on_meta = device.type == "meta"
-    with torch.device("meta") if on_meta else contextlib.nullcontext():
+    def make() -> torch.nn.Module:
         model = pretraining_model(spec.shape, spec.dropout)
-    if start is not None and not on_meta:
-        load_start_checkpoint(model, start)
-    return parallelize(model if on_meta else model.to(device), ctx, PARALLELISM, compile=settings.compile,
-                       activation_checkpointing=settings.activation_checkpointing,
-                       materialize=Materialize(device) if on_meta else None)
+        if start is not None and device.type != "meta":  # a dry run reads nothing
+            load_start_checkpoint(model, start)
+        return model
+
+    return build_parallelized(make, device, ctx, PARALLELISM, compile=settings.compile,
+                              activation_checkpointing=settings.activation_checkpointing)
 
 
 def bert_job(spec: BertSpec, model: torch.nn.Module, batch, evaluate, dataset: str, eval_samples: int) -> TrainJob:

@@ -5,7 +5,6 @@ torchvision models and COCOeval; each has its own members, optimizer and log key
 from __future__ import annotations
 
 import argparse
-import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import torch
 
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
-from trainclock.distributed.parallelize import Materialize, ModelParallelism, parallelize
+from trainclock.distributed.parallelize import ModelParallelism, build_parallelized
 from trainclock.errors import UsageError
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, RunSettings, TrainJob
 from trainclock.workloads.batch_plan import with_batch_settings
@@ -83,12 +82,9 @@ class DetectionWorkload:
                     settings: RunSettings) -> torch.nn.Module:
         """The detector as this rank trains it, from the backbone weights where given. Built whole
         (44M parameters at most), except for a meta device (a dry run): built and cut on meta."""
-        on_meta = device.type == "meta"
-        with torch.device("meta") if on_meta else contextlib.nullcontext():
-            model = build_model(spec.shape, None if on_meta else settings.extra.get("backbone_weights"))
-        return parallelize(model if on_meta else model.to(device), ctx, PARALLELISM, compile=settings.compile,
-                           activation_checkpointing=settings.activation_checkpointing,
-                           materialize=Materialize(device) if on_meta else None)
+        weights = None if device.type == "meta" else settings.extra.get("backbone_weights")  # a dry run reads nothing
+        return build_parallelized(lambda: build_model(spec.shape, weights), device, ctx, PARALLELISM,
+                                  compile=settings.compile, activation_checkpointing=settings.activation_checkpointing)
 
     def optimizer(self, spec: DetectionSpec) -> AdamWarmup | SGDWarmupSteps:
         return optimizer(spec, spec.train_images)

@@ -5,7 +5,6 @@ greedy-decoded WER with the EMA weights, LAMB with its warmup-hold-decay rate, t
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,7 +13,7 @@ import torch
 
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
-from trainclock.distributed.parallelize import Materialize, parallelize
+from trainclock.distributed.parallelize import build_parallelized
 from trainclock.errors import UsageError
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
 from trainclock.workloads.batch_plan import with_batch_settings
@@ -66,12 +65,8 @@ class RnntWorkload:
                     settings: RunSettings) -> torch.nn.Module:
         """The network as this rank trains it. Built whole (49M parameters), except for a meta
         device (a dry run), where it is built on meta."""
-        on_meta = device.type == "meta"
-        with torch.device("meta") if on_meta else contextlib.nullcontext():
-            model = RNNT(spec.model)
-        return parallelize(model if on_meta else model.to(device), ctx, PARALLELISM, compile=settings.compile,
-                           activation_checkpointing=settings.activation_checkpointing,
-                           materialize=Materialize(device) if on_meta else None)
+        return build_parallelized(lambda: RNNT(spec.model), device, ctx, PARALLELISM, compile=settings.compile,
+                                  activation_checkpointing=settings.activation_checkpointing)
 
     def optimizer(self, spec: RnntSpec) -> RnntLamb:
         # the nominal training set's epoch (the data's own count sets it in a run)

@@ -5,7 +5,6 @@ DDIM sampling scored by FID and CLIP score, AdamW with warmup, stable_diffusion'
 from __future__ import annotations
 
 import argparse
-import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import torch
 
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
-from trainclock.distributed.parallelize import Materialize, ModelParallelism, parallelize
+from trainclock.distributed.parallelize import ModelParallelism, build_parallelized
 from trainclock.errors import UsageError
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, RunSettings, TrainJob
 from trainclock.workloads.batch_plan import with_batch_settings
@@ -146,16 +145,15 @@ def build_model(spec: SDSpec, ctx: ParallelContext, device: torch.device, settin
     (the shards hold its moments; only evaluation decodes)."""
     from transformers import CLIPTextModel
 
-    on_meta = device.type == "meta"
-    with torch.device("meta") if on_meta else contextlib.nullcontext():
+    def make() -> Conditioned:
         unet = spec.unet.build()
-        if text_encoder is None:
-            with torch.random.fork_rng(devices=[]):
-                text_encoder = CLIPTextModel(text_config(spec))
-    model = Conditioned(unet, text_encoder)
-    return parallelize(model if on_meta else model.to(device), ctx, PARALLELISM, compile=settings.compile,
-                       activation_checkpointing=settings.activation_checkpointing,
-                       materialize=Materialize(device) if on_meta else None)
+        if text_encoder is not None:
+            return Conditioned(unet, text_encoder)
+        with torch.random.fork_rng(devices=[]):
+            return Conditioned(unet, CLIPTextModel(text_config(spec)))
+
+    return build_parallelized(make, device, ctx, PARALLELISM, compile=settings.compile,
+                              activation_checkpointing=settings.activation_checkpointing)
 
 
 def optimizer(spec: SDSpec) -> AdamWLinearWarmup:

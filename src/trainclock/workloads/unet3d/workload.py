@@ -5,7 +5,6 @@ mean DICE, Nesterov SGD with warmup, the unet3d log keys)."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import torch
 
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
-from trainclock.distributed.parallelize import Materialize, parallelize
+from trainclock.distributed.parallelize import build_parallelized
 from trainclock.errors import UsageError
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
 from trainclock.workloads.batch_plan import with_batch_settings
@@ -66,12 +65,8 @@ class Unet3DWorkload:
                     settings: RunSettings) -> torch.nn.Module:
         """The network as this rank trains it. Built whole (31M parameters), except for a meta
         device (a dry run), where it is built and cut on meta."""
-        on_meta = device.type == "meta"
-        with torch.device("meta") if on_meta else contextlib.nullcontext():
-            model = Unet3D(spec.filters)
-        return parallelize(model if on_meta else model.to(device), ctx, PARALLELISM, compile=settings.compile,
-                           activation_checkpointing=settings.activation_checkpointing,
-                           materialize=Materialize(device) if on_meta else None)
+        return build_parallelized(lambda: Unet3D(spec.filters), device, ctx, PARALLELISM, compile=settings.compile,
+                                  activation_checkpointing=settings.activation_checkpointing)
 
     def optimizer(self, spec: Unet3DSpec) -> NesterovWarmup:
         return optimizer(spec, spec.samples_per_epoch)

@@ -109,3 +109,19 @@ def test_gradient_is_finite_in_float32_at_full_length():
     assert torch.isfinite(loss) and torch.isfinite(logits.grad).all()
     # each frame's log-softmax gradient sums to zero over the vocabulary
     torch.testing.assert_close(logits.grad.sum(-1), torch.zeros(B, T, U + 1), atol=1e-4, rtol=0)
+
+
+def test_a_diverged_call_leaves_the_next_one_with_another_lattice_shape_exact():
+    """On the CPU the loss keeps its move buffer for the next call; (T, U) = (6, 1) and (3, 2)
+    need buffers of the same size with their lattice points in different places, so NaN from a
+    diverged model in one must not reach the other."""
+    V, blank = 5, 4
+    nan_logits = torch.full((1, 6, 2, V), float("nan"), dtype=torch.float64)
+    assert torch.isnan(transducer_loss(*lattice_log_probs(nan_logits, torch.zeros(1, 1, dtype=torch.long), blank),
+                                       torch.tensor([6]), torch.tensor([1]))).all()
+    for T, U in [(3, 2), (6, 1)]:
+        torch.manual_seed(T * 10 + U)
+        logits = torch.randn(1, T, U + 1, V, dtype=torch.float64)
+        labels = torch.randint(0, blank, (1, U))
+        got = transducer_loss(*lattice_log_probs(logits, labels, blank), torch.tensor([T]), torch.tensor([U]))
+        assert float(got[0]) == pytest.approx(brute_force(logits[0].log_softmax(-1), labels[0].tolist(), blank), rel=1e-10)

@@ -5,20 +5,22 @@ encoder frames: the log-space forward variable alpha over the (T x U+1) lattice,
     alpha[t, u] = logaddexp(alpha[t-1, u] + blank[t-1, u], alpha[t, u-1] + emit[t, u-1]),
     log P = alpha[T-1, U] + blank[T-1, U],
 where blank[t, u] and emit[t, u] are the log-probabilities of the blank and of label u+1 at lattice
-point (t, u). The recursion runs over t only: within a frame the emissions chain along u, which a
-cumulative sum of emit and a logcumsumexp turn into one vectorised step (exact up to float
-rounding; the test compares it with a brute-force sum over all alignments). Gradients via autograd.
+point (t, u). The recursion runs by anti-diagonals (`_alphas`), beta as the alpha of the lattices
+read backwards in the same loop, and the gradient is written out (`_TransducerLoss`); the tests
+compare the loss with a brute-force sum over all alignments and the gradient with finite
+differences. benchmarks/rnnt_loss_speed.py times it against the recursion differentiated by autograd.
 
-Memory: the joint's logits are (B, T, U+1, V); at full size (B=16 per step on one GPU, T~280 frames
+Memory: the joint's logits are (B, T, U+1, V); at full size (B=128 per step on one GPU, T~280 frames
 after stacking, U~130 pieces, V=1024) that is 2.4 GB in fp32 and several times that with the
 softmax and the joint's hidden layer kept for backward. `joint_log_probs` therefore runs the joint
 in chunks of utterances under activation checkpointing and keeps only the two log-probabilities the
-lattice uses (blank and the next label: 2 x B x T x (U+1) floats, 38 MB at that size); the chunk's
+lattice uses (blank and the next label: 2 x B x T x (U+1) floats, 38 MB for 16 utterances); the chunk's
 full logits live only while it is computed, again during backward."""
 
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
 
 import torch
@@ -83,21 +85,23 @@ class _TransducerLoss(torch.autograd.Function):
         # columns past an utterance's U are never read; a finite floor there (not -inf) keeps every
         # alpha of the lattice finite, so the gradient meets no -inf - -inf
         emit_BTU = emit_BTU.masked_fill(u_index[None, None, :] >= labels_B[:, None, None], _FLOOR)
-        # the reversed lattice's blank from (t', u') is the original's from (T-2-t', U-u'), its label
-        # from (t', u') the original's from (T-1-t', U-1-u')
-        back_blank_BTU = _reversed(blank_BTU, frames_B, labels_B, -1, 0)
-        back_emit_BTU = _reversed(emit_BTU, frames_B, labels_B, 0, -1)
-        flat_alpha = _alphas([blank_BTU, back_blank_BTU], [emit_BTU, back_emit_BTU])
-        alpha_BTU = _lattice_view(flat_alpha[:B], T, U1)
+        # one more row than the frames: the reversed lattices start from it (below)
+        weights = _move_weights(2 * B, T + 1, U1, blank_BTU)
+        _lattice_view(weights[0, :B], T + 1, U1)[:, :T].copy_(emit_BTU)
+        _lattice_view(weights[1, :B], T + 1, U1)[:, :T].copy_(blank_BTU)
+        back_emit_BTU, back_blank_BTU = _reversed_moves(blank_BTU, emit_BTU, frames_B, labels_B)
+        _lattice_view(weights[0, B:], T + 1, U1).copy_(back_emit_BTU)
+        _lattice_view(weights[1, B:], T + 1, U1).copy_(back_blank_BTU)
+        flat_alpha = _alphas(weights, T + 1, U1)
+        alpha_BTU = _lattice_view(flat_alpha[:B], T + 1, U1)[:, :T]
         batch_B = torch.arange(B, device=blank_BTU.device)
         final_blank_B = blank_BTU[batch_B, frames_B - 1, labels_B]  # the blank that ends every path
-        # beta[t, u] = alpha of the reversed lattice at (T-1-t, U-u), plus the final blank it starts with
-        t_BT1, u_B1U = _reversed_points(frames_B, labels_B, T, U1, 0, 0)
-        back_alpha_at = (t_BT1 + u_B1U) * (U1 + 1) + 1 + u_B1U  # _alphas' flat layout
-        beta_BTU = flat_alpha[B:].gather(1, back_alpha_at.view(B, -1)).view(B, T, U1) + final_blank_B[:, None, None]
+        # beta[t, u] = alpha of the reversed lattice at (T - t, U - u), final blank included; -inf
+        # past the utterance, where no path goes
+        beta_BTU = _lattice_view(flat_alpha[B:], T + 1, U1)[:, 1:].flip(1, 2)
         t_index = torch.arange(T, device=blank_BTU.device)
         outside_BTU = (t_index[None, :, None] >= frames_B[:, None, None]) | (u_index[None, None, :] > labels_B[:, None, None])
-        beta_BTU = beta_BTU.masked_fill_(outside_BTU, float("-inf"))
+        beta_BTU.masked_fill_(outside_BTU, float("-inf"))
         log_p_B = alpha_BTU[batch_B, frames_B - 1, labels_B] + final_blank_B
         ctx.save_for_backward(blank_BTU, emit_BTU, alpha_BTU, beta_BTU, frames_B, labels_B, log_p_B)
         return -log_p_B
@@ -119,56 +123,80 @@ class _TransducerLoss(torch.autograd.Function):
 
 
 def _occupancy(log_share: torch.Tensor, scale: torch.Tensor) -> None:
-    """log_share <- exp(log_share) * scale, in place. Arguments within e of the dtype's smallest
-    normal number, or below (most of the lattice, and -inf), are zeroed rather than passed to exp,
-    whose CPU kernel leaves its vectorised path where the result is not a normal number (100x
-    slower); their shares are below the dtype's resolution."""
-    cutoff = math.log(torch.finfo(log_share.dtype).tiny) + 1
+    """log_share <- exp(log_share) * scale, in place. Shares below the square root of the dtype's
+    smallest normal number (1e-19 in float32: far below its resolution of the gradient, whose
+    shares sum to about 1) are zeroed rather than computed, because the CPU's exp leaves its
+    vectorised path where the result is not a normal number (100x slower), and so does the product
+    with a scale below 1 (the mean's 1/B) of a share near the smallest normal number."""
+    cutoff = math.log(torch.finfo(log_share.dtype).tiny) / 2
     negligible = log_share < cutoff
     log_share.clamp_(min=cutoff).exp_().mul_(scale).masked_fill_(negligible, 0.0)
 
 
-def _reversed(x_BTU: torch.Tensor, frames_B: torch.Tensor, labels_B: torch.Tensor, dt: int, du: int) -> torch.Tensor:
-    """out[b, t, u] = x[b, T_b - 1 - t + dt, U_b - u + du]: each utterance's lattice read backwards
-    from its own last point (T_b - 1, U_b)."""
-    B, T, U1 = x_BTU.shape
-    t_BT1, u_B1U = _reversed_points(frames_B, labels_B, T, U1, dt, du)
-    return x_BTU.reshape(B, T * U1).gather(1, (t_BT1 * U1 + u_B1U).view(B, -1)).view(B, T, U1)
+def _reversed_moves(blank_BTU: torch.Tensor, emit_BTU: torch.Tensor, frames_B: torch.Tensor,
+                    labels_B: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The emit and blank log-probabilities of the lattices read backwards, (B, T+1, U+1) each,
+    whose alpha is the original's beta: point (t', u') of the reversed lattice is (T - t', U - u')
+    of the original padded to T+1 frames and U+1 = U_max+1 columns, its moves the original's moves
+    into that point. Read globally (one flip for the batch, no per-utterance shift and so no host
+    read of the lengths), an utterance's own end (T_b, U_b) lies at (T - T_b, U - U_b); a path of
+    log-weight 0, down column 0 then along row T - T_b, leads there from (0, 0) and is the only
+    way to it, so alpha there is exactly 0. Other paths into the utterance's points pass a label
+    past its U_b, whose floor (-1e4) makes them vanish in float."""
+    B, T, U1 = blank_BTU.shape
+    start_B11 = (T - frames_B)[:, None, None]  # the row of each utterance's end
+    t_index = torch.arange(T + 1, device=blank_BTU.device)[None, :, None]
+    u_index = torch.arange(U1, device=blank_BTU.device)[None, None, :]
+    before_end = t_index < start_B11
+    # blank from (s, u') is the original's from (T-1-s, U-u'); the last row has none
+    back_blank = torch.nn.functional.pad(blank_BTU.flip(1, 2), (0, 0, 0, 1), value=float("-inf"))
+    back_blank.masked_fill_(before_end, float("-inf")).masked_fill_(before_end & (u_index == 0), 0.0)
+    # label from (t', v) is the original's from (T-t', U-1-v); the first row has none
+    back_emit = torch.nn.functional.pad(emit_BTU.flip(1, 2)[..., 1:], (0, 1, 1, 0), value=float("-inf"))
+    back_emit.masked_fill_(t_index <= start_B11, float("-inf"))
+    back_emit.masked_fill_((t_index == start_B11) & (u_index < U1 - 1 - labels_B[:, None, None]), 0.0)
+    return back_emit, back_blank
 
 
-def _reversed_points(frames_B: torch.Tensor, labels_B: torch.Tensor, T: int, U1: int, dt: int,
-                     du: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(t, u) = (T_b - 1 - t' + dt, U_b - u' + du) for every point (t', u'), broadcast (B, T, 1) and
-    (B, 1, U+1). Indices outside the utterance are clamped: what they give lies past its own
-    reversed lattice, where nothing flows back from, and is masked where it is read."""
-    t_BT1 = (frames_B[:, None] - 1 + dt - torch.arange(T, device=frames_B.device)).clamp(0, T - 1)[:, :, None]
-    u_B1U = (labels_B[:, None] + du - torch.arange(U1, device=frames_B.device)).clamp(0, U1 - 1)[:, None, :]
-    return t_BT1, u_B1U
+_cpu_move_weights = threading.local()
 
 
-def _alphas(blanks: list[torch.Tensor], emits: list[torch.Tensor]) -> torch.Tensor:
-    """alpha[t, u] of each lattice (blank and emit log-probabilities, each (B, T, U+1)): the
-    log-probability of reaching (t, u) from (0, 0), by anti-diagonals n = t + u, all lattices in
-    one loop of T + U steps: every point of a diagonal depends only on the one before, so a step
-    is one add and one elementwise logaddexp. Returns them in the flat layout below. (A step per frame needs logcumsumexp along u, whose
-    CPU kernel is serial: 3-4x slower at full size.) Points off the lattice stay -inf.
+def _move_weights(rows: int, T: int, U1: int, like: torch.Tensor) -> torch.Tensor:
+    """The buffer _alphas reads the two moves' log-probabilities from, -inf: [0] the labels' emits,
+    [1] the blanks, each row a lattice in the flat layout of _alphas (write through _lattice_view).
+    On the CPU the last one for the same lattices is handed out again (one per thread): at full
+    size it is 110 MB, whose fresh pages take 24 ms to fault in and fill, a sixth of the loss. It
+    is never saved for backward, and callers overwrite every lattice point, so the -inf slots off
+    the lattices stay as the first fill left them."""
+    shape = (2, rows, (T + U1 - 1) * (U1 + 1))
+    if like.device.type != "cpu":
+        return like.new_full(shape, float("-inf"))
+    # not the shape alone: another (T, U) of the same length puts its lattice points (NaN, from a
+    # diverged step) where these lattices expect -inf
+    key = (rows, T, U1, like.dtype)
+    if getattr(_cpu_move_weights, "key", None) != key:
+        _cpu_move_weights.key, _cpu_move_weights.buffer = key, like.new_full(shape, float("-inf"))
+    return _cpu_move_weights.buffer
 
-    Layout: point (t, u) lives at (t + u) * (U+2) + 1 + u of one flat row per utterance, a -inf
+
+def _alphas(weights: torch.Tensor, T: int, U1: int) -> torch.Tensor:
+    """alpha[t, u] of each lattice (its emit and blank log-probabilities in `weights`, from
+    _move_weights): the log-probability of reaching (t, u) from (0, 0), by anti-diagonals n = t + u,
+    all lattices in one loop of T + U steps: every point of a diagonal depends only on the one
+    before, so a step is one add and one elementwise logaddexp. Returns them in the flat layout
+    below. (A step per frame needs logcumsumexp along u, whose CPU kernel is serial: 3-4x slower at
+    full size.) Points off the lattice stay -inf.
+
+    Layout: point (t, u) lives at (t + u) * (U+2) + 1 + u of one flat row per lattice, a -inf
     slot opening each diagonal, so both predecessors of a whole diagonal are contiguous slices one
     element apart: (t, u-1) one diagonal back one column left (for u = 0 the opening slot), (t-1, u)
     one diagonal back in the same column; a view with a leading stride of 1 holds both. The
-    weights of those two moves (the label's emit, the blank) sit in one buffer, emits then blanks,
-    so one view with a leading stride of (the emits' size + 1) lines up with that pair."""
-    B, T, U1 = blanks[0].shape
-    width, steps = U1 + 1, T + U1 - 1
-    length = steps * width
-    weights = blanks[0].new_full((2, len(blanks) * B, length), float("-inf"))
-    rows = weights.size(1)
-    for i, (blank, emit) in enumerate(zip(blanks, emits)):
-        _lattice_view(weights[0, i * B:(i + 1) * B], T, U1).copy_(emit)
-        _lattice_view(weights[1, i * B:(i + 1) * B], T, U1).copy_(blank)
+    weights of those two moves sit in one buffer, emits then blanks, so one view with a leading
+    stride of (the emits' size + 1) lines up with that pair."""
+    rows, length = weights.shape[1:]
+    width = U1 + 1
     flat_alpha = weights.new_empty((rows, length))
-    flat_alpha.view(rows, steps, width)[:, :, 0] = float("-inf")  # the opening slots
+    flat_alpha.view(rows, -1, width)[:, :, 0] = float("-inf")  # the opening slots
     flat_alpha[:, 1:width] = float("-inf")
     flat_alpha[:, 1] = 0.0  # (0, 0)
     pair = (2, rows, U1)

@@ -78,7 +78,7 @@ def check_convergence(rule: ScoringRule, round_: str, batch_sizes: Sequence[obje
                         official=UNKNOWN, official_message="Insufficient convergence", batch_size=size)
     binding = len(points) >= rule.runs
     mean, how = _submission_mean(points, rule.drop) if binding else _plain_mean(points)
-    reference, note, kind = _references(path, rule).pick(size)
+    reference, note, kind = references(path, rule).pick(size)
     if reference is None:
         message = "Cannot find any RCPs" if kind == NONE else f"Missing RCP, please submit RCP with BS = {size}"
         return RcpCheck("missing", note, binding=binding, official="No RCP" if kind == NONE else "Missing",
@@ -121,7 +121,7 @@ def _plain_mean(points: Sequence[float | None]) -> tuple[float, str]:
 
 
 @functools.cache
-def _references(path: Path, rule: ScoringRule) -> References:
+def references(path: Path, rule: ScoringRule) -> References:
     try:
         records = json.loads(path.read_text())
         return References(records, rule.runs, rule.drop)

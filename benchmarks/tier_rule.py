@@ -1,0 +1,63 @@
+"""Prints, for every CPU tier with target evidence, the five points of the tier rule
+(trainclock.workloads.tier_rule) read from its recorded reference runs, and whether it passes.
+The stability limit is twice the largest coefficient of variation (population stdev / olympic
+mean of samples-to-converge) among the benchmark's MLPerf v3.1 reference convergence points,
+computed from mlperf_logging's RCP files as the review reads them.
+
+  python benchmarks/tier_rule.py [--members resnet-mini,gpt3-mini] [--round 3.1.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+from pathlib import Path
+
+from trainclock.review.rcp import default_rcp_dir, references
+from trainclock.review.scoring import scoring_rule
+from trainclock.workloads import registry
+from trainclock.workloads.tier_rule import judge
+
+
+def largest_rcp_cv(benchmark: str, round_: str) -> float | None:
+    rule = scoring_rule(benchmark)
+    path = default_rcp_dir() / f"training_{round_}" / f"rcps_{benchmark}.json"
+    if rule is None or not path.is_file():
+        return None
+    return max(r.stdev / r.mean for r in references(path, rule).all)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--members", help="comma-separated members (default: every one with target evidence)")
+    p.add_argument("--round", default="3.1.0", help="the RCP round whose spread sets the stability limit")
+    args = p.parse_args()
+    wanted = set(args.members.split(",")) if args.members else None
+    passing = total = 0
+    for workload in registry.workloads():
+        folder = Path(inspect.getfile(type(workload))).parent / "targets"
+        cv = largest_rcp_cv(workload.key, args.round)
+        for member in workload.members():
+            path = folder / f"{member.name}.json"
+            if not path.is_file() or (wanted is not None and member.name not in wanted):
+                continue
+            evidence = json.loads(path.read_text())
+            runs = evidence.get("runs") or []
+            if not runs:
+                print(f"{member.name}: no reference runs recorded")
+                continue
+            points = judge(runs, member.quality, cv)
+            ok = all(pt.passed for pt in points)
+            total += 1
+            passing += ok
+            targets = ", ".join(t.describe() for t in member.quality)
+            print(f"{member.name} ({targets}; {len(runs)} seeds; {workload.key} RCP CV {cv:.3f}): "
+                  f"{'PASSES' if ok else 'fails'}")
+            for pt in points:
+                print(f"  {'ok  ' if pt.passed else 'FAIL'} {pt.name}: {pt.shown}")
+    print(f"{passing} of {total} tiers pass every point of the rule")
+
+
+if __name__ == "__main__":
+    main()

@@ -8,14 +8,18 @@ import torch
 
 FIELDS = ("input_ids", "segment_ids", "input_mask", "masked_lm_positions", "masked_lm_ids",
           "masked_lm_weights", "next_sentence_labels")
+# packed rows (several sequences a row) also carry each token's position in its sequence and each
+# sequence's [CLS] position and presence; next_sentence_labels is then [rows, sequences a row]
+PACKED_FIELDS = ("positions", "next_sentence_positions", "next_sentence_weights")
+WEIGHTS = ("masked_lm_weights", "next_sentence_weights")
 
 
 def as_tensors(arrays: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
-    """The model's inputs as tensors (indices as int64, as embeddings and gathers take them)."""
+    """The model's inputs as tensors (indices as int64, as embeddings and gathers take them), with
+    the packed fields where the arrays are packed rows."""
     out = {}
-    for name in FIELDS:
-        a = arrays[name]
-        out[name] = torch.from_numpy(a.astype(np.float32 if name == "masked_lm_weights" else np.int64))
+    for name in FIELDS + tuple(f for f in PACKED_FIELDS if f in arrays):
+        out[name] = torch.from_numpy(arrays[name].astype(np.float32 if name in WEIGHTS else np.int64))
     return out
 
 

@@ -8,8 +8,10 @@ Packed layout (several sequences per 512-token row, to skip padding): input_mask
 sequence's index (1, 2, 3, 0 for padding) instead of 1, `positions` restarts at 0 for each
 sequence, masked_lm_positions/ids have 76 + (sequences per pack) slots, and next_sentence_positions,
 next_sentence_labels, next_sentence_weights [N, sequences per pack] give each sequence's [CLS]
-position, label and presence. trainclock's BERT attends over one sequence per row, so a packed
-shard is unpacked on read into the unpacked layout: the same instances, with their padding back.
+position, label and presence. read_instances(keep_packed=True) keeps them packed, for the model's
+packed path (it attends within each sequence of a row, so no row pays for padding twice); bert-large
+still reads them unpacked (the default), because MLPerf counts a global batch and every progress
+count in sequences, and a batch of packed rows holds a varying number of them.
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ KEYS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked
 PACKED_KEYS = KEYS + ("positions", "next_sentence_positions", "next_sentence_weights")
 
 
-def read_instances(paths: list[Path], max_predictions: int = 76) -> dict[str, np.ndarray]:
+def read_instances(paths: list[Path], max_predictions: int = 76, keep_packed: bool = False) -> dict[str, np.ndarray]:
+    """The shards' rows: one instance a row (packed shards unpacked), or with `keep_packed` the
+    packed layout (unpacked shards as packs of one), masked_lm_weights added either way."""
     import h5py  # only the full config reads HDF5
 
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in KEYS}
+    parts: list[dict[str, np.ndarray]] = []
     for path in paths:
         try:
             with h5py.File(path, "r") as f:
@@ -39,17 +43,61 @@ def read_instances(paths: list[Path], max_predictions: int = 76) -> dict[str, np
                             f"a packed one also {', '.join(PACKED_KEYS[len(KEYS):])})") from None
         except OSError as e:
             raise DataError(f"cannot read HDF5 shard {path} ({e}); re-copy the file") from None
-        if packed:
+        if keep_packed:
+            arrays = check_packed(arrays, path) if packed else as_packs(arrays)
+        elif packed:
             arrays = unpack(arrays, max_predictions, path)
-        for key in KEYS:
-            parts[key].append(arrays[key])
+        parts.append(arrays)
+    keys = PACKED_KEYS if keep_packed else KEYS
     try:
-        out = {k: np.concatenate([p.reshape(len(p), -1) if k != "next_sentence_labels" else p.reshape(-1)
-                                  for p in v]) for k, v in parts.items()}
+        out = {k: _concat([p[k].reshape(len(p[k]), -1) if k != "next_sentence_labels" or keep_packed
+                           else p[k].reshape(-1) for p in parts], pad=keep_packed) for k in keys}
     except ValueError:
         raise DataError(f"HDF5 shards of different shapes in {', '.join(map(str, paths))}") from None
     out["masked_lm_weights"] = (out["masked_lm_positions"] != 0).astype(np.float32)
     return out
+
+
+def _concat(parts: list[np.ndarray], pad: bool) -> np.ndarray:
+    """Rows of several shards; packs of another width (3 sequences a row, or one) padded to the widest."""
+    if pad and parts[0].ndim == 2:
+        width = max(p.shape[1] for p in parts)
+        parts = [np.pad(p, ((0, 0), (0, width - p.shape[1]))) for p in parts]
+    return np.concatenate(parts)
+
+
+def as_packs(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Unpacked instances in the packed layout, one sequence a pack (its [CLS] at 0, input_mask 1)."""
+    mask = (arrays["input_mask"] != 0).astype(np.int64)
+    rows, seq_len = mask.shape
+    return {**{k: arrays[k] for k in KEYS}, "input_mask": mask, "positions": np.arange(seq_len)[None, :] * mask,
+            "next_sentence_labels": arrays["next_sentence_labels"].reshape(rows, 1),
+            "next_sentence_positions": np.zeros((rows, 1), np.int64),
+            "next_sentence_weights": np.ones((rows, 1), np.int64)}
+
+
+def check_packed(packed: dict[str, np.ndarray], path: Path) -> dict[str, np.ndarray]:
+    """The packed arrays, refused in one line where a sequence does not start (sequence index k + 1
+    at position 0) at its next_sentence_position, or a prediction falls on padding."""
+    rows, seq_len = packed["input_ids"].shape
+    for key in ("next_sentence_positions", "masked_lm_positions"):
+        if packed[key].min(initial=0) < 0 or packed[key].max(initial=0) >= seq_len:
+            raise DataError(f"{path}: {key} outside the row's {seq_len} tokens; the shard is damaged, re-create it")
+    rows = np.arange(rows)[:, None]
+    starts = packed["next_sentence_positions"]
+    index_K = np.arange(1, starts.shape[1] + 1)[None, :]
+    wrong = (packed["next_sentence_weights"] != 0) & ((packed["input_mask"][rows, starts] != index_K)
+                                                      | (packed["positions"][rows, starts] != 0))
+    if wrong.any():
+        r, k = (int(v) for v in np.argwhere(wrong)[0])
+        raise DataError(f"{path}: packed row {r} sequence {k + 1} does not start at its next_sentence_position "
+                        f"{int(starts[r, k])}; the shard is damaged, re-create it")
+    where = packed["masked_lm_positions"]
+    off = (where != 0) & (packed["input_mask"][rows, where] == 0)
+    if off.any():
+        r = int(np.argwhere(off)[0][0])
+        raise DataError(f"{path}: packed row {r} predicts a padding token; the shard is damaged, re-create it")
+    return packed
 
 
 def unpack(packed: dict[str, np.ndarray], max_predictions: int, path: Path) -> dict[str, np.ndarray]:

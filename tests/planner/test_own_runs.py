@@ -65,6 +65,16 @@ def test_a_run_splits_into_steady_training_evaluations_and_the_rest():
     assert parts(replace(run, eval_spans=None), cost) is None
 
 
+def test_a_run_evaluated_offline_is_all_training():
+    """EvalSchedule.offline: the saved models are scored after run_stop, so no evaluation is timed."""
+    cost, run = cost_model(MEMBER), timed_run()
+    after = tuple((n, run.time_to_train_s + 1 + i, run.time_to_train_s + 2 + i) for i, (n, _, _) in enumerate(run.eval_spans))
+    found = parts(replace(run, eval_spans=after), cost)
+    assert (found.evaluations, found.evaluation_count, found.rest) == (0.0, 0, 0.0)
+    assert found.training == found.total == run.time_to_train_s
+    assert found.step_s == pytest.approx(run.time_to_train_s / (3072 / 32))
+
+
 def test_the_fit_recovers_the_efficiency_the_runs_were_timed_with():
     found = fit(cost_model(MEMBER), CPU, [timed_run(seed=s) for s in (1, 2, 3)])
     assert found.efficiency.compute == pytest.approx(TRUE.compute, rel=1e-4)

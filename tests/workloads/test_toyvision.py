@@ -143,3 +143,31 @@ def test_html_report_and_served_page_label_it_from_the_workload(one_run, tmp_pat
         entries = http.get("/api/entries").get_json()["entries"]
     assert "toyvision-tiny" in page and "top-1 accuracy" in page
     assert [e["benchmark"] for e in entries] == ["toyvision-tiny"]
+
+
+def test_offline_evaluation_scores_the_saved_models_after_training_off_the_clock(one_run, tmp_path):
+    """EvalSchedule.offline (Stable Diffusion's rule): the same training, the models saved at the
+    evaluation points and scored after it, in order up to the first that passes; run_stop carries
+    the time that model was saved, so the evaluations are not in the time-to-train."""
+    inline_out, _ = one_run
+    inline = [(r["samples"], r["eval"]) for r in records(inline_out, TOY_MEMBER) if "eval" in r]
+    limit = inline[-1][0] + 2 * 1024  # two evaluation points past the inline run's first pass
+    proc = toy(*toy_run(tmp_path, "--seed", "3", "--dataset-name", "toy patterns", "--offline-eval",
+                        "--max-samples", str(limit)))
+    assert proc.returncode == 0 and "run success" in proc.stdout, proc.stderr[-3000:]
+    offline = [(r["samples"], r["eval"]) for r in records(tmp_path, TOY_MEMBER) if "eval" in r]
+    assert offline == inline  # the same models, scored later: the same values, up to the same first pass
+    trained = [r["samples"] for r in records(tmp_path, TOY_MEMBER) if "loss" in r]
+    assert trained[-1] == limit  # no evaluation during training: it runs to its limit
+    log = log_path(tmp_path, TOY_MEMBER)
+    assert check(log) == []
+    events, problems = read_events(log)
+    assert not problems
+    by_key = lambda key: [e for e in events if e.key == key]  # noqa: E731
+    last_block = by_key("block_stop")[-1]
+    assert all(e.time_ms >= last_block.time_ms for e in by_key("eval_start"))
+    start, stop = by_key("run_start")[0], by_key("run_stop")[0]
+    assert stop.metadata["status"] == "success"
+    assert stop.time_ms < by_key("eval_stop")[-1].time_ms  # the scoring after training is not timed
+    assert start.time_ms < stop.time_ms <= last_block.time_ms
+    assert not any((tmp_path / "checkpoints").rglob("samples_*"))  # the snapshots go once scored

@@ -22,7 +22,8 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
-from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_state_dict,
+                                                     set_model_state_dict, set_state_dict)
 
 from trainclock.distributed.context import ParallelContext
 from trainclock.errors import DataError, UsageError
@@ -116,6 +117,54 @@ class Checkpointer:
                 raise DataError(f"checkpoint {path} cannot be loaded ({rng.name}: {type(e).__name__}: {_first_line(e)}); "
                                 "delete it to fall back to an older one") from None
         return loop_state, offsets
+
+
+class ModelSnapshots:
+    """The model's weights alone at the points a workload evaluates offline (EvalSchedule.offline),
+    one DCP folder each under `folder`: every rank writes its shards, and rank 0 renames the
+    finished folder into place, so a killed writer leaves no half snapshot to evaluate."""
+
+    def __init__(self, folder: Path, ctx: ParallelContext) -> None:
+        self.folder = folder
+        self.ctx = ctx
+
+    def path(self, samples: int) -> Path:
+        return self.folder / f"samples_{samples:012d}"
+
+    def save(self, model: torch.nn.Module, samples: int) -> None:
+        final, tmp = self.path(samples), self.folder / f".samples_{samples:012d}.tmp"
+        if self.ctx.env.is_main:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+        self.ctx.barrier()
+        aliases = getattr(model, "checkpoint_aliases", {})  # as Checkpointer.save
+        with _single_process_quiet():
+            dcp.save({"model": _without(get_model_state_dict(model), aliases)}, checkpoint_id=str(tmp))
+        self.ctx.barrier()
+        if self.ctx.env.is_main:
+            _fsync_dir(tmp)
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(tmp, final)
+            _fsync_dir(self.folder)
+        self.ctx.barrier()
+
+    def load(self, model: torch.nn.Module, samples: int) -> None:
+        aliases = getattr(model, "checkpoint_aliases", {})
+        state = {"model": _renamed(get_model_state_dict(model), aliases)}
+        try:
+            with _single_process_quiet():
+                dcp.load(state, checkpoint_id=str(self.path(samples)))
+        except (Exception, CheckpointException) as e:  # see Checkpointer.load
+            raise DataError(f"model snapshot {self.path(samples)} cannot be loaded ({type(e).__name__}: "
+                            f"{_first_line(e)}); run again: offline evaluation needs every snapshot") from None
+        set_model_state_dict(model, _renamed(state["model"], {stored: local for local, stored in aliases.items()}))
+
+    def clear(self) -> None:
+        """Removes the snapshots once they are scored: the log holds what they gave (a full-size
+        Stable Diffusion UNet is 3.5 GB a snapshot)."""
+        self.ctx.barrier()
+        if self.ctx.env.is_main:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -126,6 +126,12 @@ def parts(run: OwnRun, cost: WorkloadCost) -> RunParts | None:
     spans = run.eval_spans
     if not spans:
         return None
+    steps = run.samples / run.global_batch_size
+    # offline evaluation (EvalSchedule.offline) scores saved models after run_stop: none of it is timed
+    spans = [span for span in spans if span[1] < run.time_to_train_s]
+    if not spans:
+        step_s = run.time_to_train_s / steps
+        return RunParts(run.time_to_train_s, 0.0, 0.0, run.time_to_train_s, step_s, 0.0, 0)
     evals_s = sum(b - a for _, a, b in spans)
     interval = eval_interval_samples(cost, run.global_batch_size)  # where a log does not count samples
     # the first interval carries start-up and warm-up: steady steps are timed between evaluations
@@ -134,7 +140,6 @@ def parts(run: OwnRun, cost: WorkloadCost) -> RunParts | None:
         samples = n1 - n0 if n0 is not None and n1 is not None else interval
         if samples > 0:
             gaps.append((a1 - b0) / (samples / run.global_batch_size))
-    steps = run.samples / run.global_batch_size
     if gaps:
         step_s = statistics.median(gaps)
     else:  # one evaluation: the run less it is the only measure of a step

@@ -16,6 +16,7 @@ from typing import IO
 
 import torch
 
+from trainclock.distributed.checkpoint import ModelSnapshots
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.grads import clip_grads_with_norm, grad_norm
 from trainclock.distributed.pipeline import PipelineModel
@@ -52,6 +53,8 @@ class LoopState:
     train_seconds: float = 0.0  # time in training steps (evaluation excluded)
     elapsed_seconds: float = 0.0  # time since run_start, evaluation included (before any restart)
     evals: list[tuple[int | float, dict[str, float]]] = field(default_factory=list)  # (logged count, metrics)
+    # offline evaluation: the models saved so far, as (samples, logged count, log time ms, elapsed s)
+    snapshots: list[tuple[int, int | float, int, float]] = field(default_factory=list)
     next_eval: int = 0
     block_first: int = 0
     final_loss: float = math.nan
@@ -65,6 +68,7 @@ class LoopState:
     def from_json(cls, data: dict) -> "LoopState":
         state = cls(**data)
         state.evals = [tuple(e) for e in state.evals]
+        state.snapshots = [tuple(s) for s in state.snapshots]
         return state
 
 
@@ -201,8 +205,11 @@ def _read(pending: list[_Pending], ctx: ParallelContext, started: float) -> _Rea
 
 def train(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions, log: RunLog, metrics: IO[str],
           progress: TrainProgress, ctx: ParallelContext, state: LoopState | None = None,
-          checkpoint: Checkpoint | None = None) -> TrainOutcome:
-    """The timed region. A fresh run logs run_start; a resumed one continues from `state`."""
+          checkpoint: Checkpoint | None = None, snapshots: ModelSnapshots | None = None) -> TrainOutcome:
+    """The timed region. A fresh run logs run_start; a resumed one continues from `state`. A job
+    that evaluates offline (EvalSchedule.offline) needs `snapshots` to keep its models in."""
+    if job.eval_schedule.offline and snapshots is None:
+        raise ValueError(f"{job.name} evaluates offline: pass the run's ModelSnapshots")
     if state is None:
         state = LoopState(next_eval=job.eval_schedule.first_at())
         log.start("run_start")
@@ -215,7 +222,8 @@ def train(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions
     batches = BatchPrefetch(lambda step: job.batch(step, rows), job.batches, depth,
                             pin=options.device.type == "cuda" and depth > 0)
     try:
-        outcome = _train_loop(job, optimizer, options, log, metrics, progress, ctx, state, checkpoint, profiler, batches)
+        outcome = _train_loop(job, optimizer, options, log, metrics, progress, ctx, state, checkpoint, profiler, batches,
+                              snapshots)
     finally:
         batches.close()
         profiler.close()
@@ -224,8 +232,9 @@ def train(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions
 
 def _train_loop(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions, log: RunLog, metrics: IO[str],
                 progress: TrainProgress, ctx: ParallelContext, state: LoopState, checkpoint: Checkpoint | None,
-                profiler, batches: BatchPrefetch) -> TrainOutcome:
+                profiler, batches: BatchPrefetch, snapshots: ModelSnapshots | None) -> TrainOutcome:
     device = options.device
+    offline = job.eval_schedule.offline
     autocast = autocast_context(options)
     max_samples = options.max_samples or job.max_samples
     micro = local_micro_batch(job, ctx)
@@ -276,7 +285,15 @@ def _train_loop(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainO
         count_now = job.progress.log_count(state.samples)
         units = state.samples * job.progress.units_per_sample
         reached = False
-        if evaluating:
+        if evaluating and offline:  # the model is kept for later; training goes on to its limit
+            log.end("block_stop", metadata={"first_epoch_num": state.block_first})
+            snapshots.save(job.model, state.samples)
+            state.snapshots.append((state.samples, count_now, int(time.time() * 1000),
+                                    round(time.perf_counter() - clock_start, 4)))
+            state.next_eval = job.eval_schedule.next_after(state.samples, state.next_eval)
+            state.block_first = count_now
+            state.elapsed_seconds = time.perf_counter() - clock_start
+        elif evaluating:
             log.end("block_stop", metadata={"first_epoch_num": state.block_first})
             log.start("eval_start", metadata={count_key: count_now})
             with profiler.region(EVALUATION):
@@ -316,9 +333,44 @@ def _train_loop(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainO
         log.end("block_stop", metadata={"first_epoch_num": state.block_first})
     if "train_samples" not in job.log_keys:  # some rules want the training set's size, logged at init by the job
         log.event("train_samples", job.progress.log_count(state.samples))
-    log.end("run_stop", metadata={"status": state.status})
+    stop_ms = None
+    if offline and not state.diverged:
+        stop_ms = _score_snapshots(job, options, log, metrics, progress, ctx, state, snapshots, autocast, profiler)
+        snapshots.clear()
+    # an offline run ends when its first passing model was saved, as the submissions' logs do
+    log.end("run_stop", metadata={"status": state.status}, time_ms=stop_ms)
     return TrainOutcome(state.status, state.steps, state.samples, state.samples * job.progress.units_per_sample,
                         state.train_seconds, state.evals, state.final_loss, state.diverged)
+
+
+def _score_snapshots(job: TrainJob, options: TrainOptions, log: RunLog, metrics: IO[str], progress: TrainProgress,
+                     ctx: ParallelContext, state: LoopState, snapshots: ModelSnapshots, autocast,
+                     profiler) -> int | None:
+    """After training, the saved models in order, each scored and logged as an inline evaluation
+    would be (its eval lines carry the real time of scoring); the log time at which the first to
+    meet the target was saved, or None. Sets the state's status, evals and divergence."""
+    count_key = job.progress.log_key
+    for samples, count, saved_ms, elapsed_s in state.snapshots:
+        log.start("eval_start", metadata={count_key: count})
+        snapshots.load(job.model, samples)
+        with profiler.region(EVALUATION):
+            values = evaluate(job, autocast, ctx)
+        if not all(math.isfinite(v) for v in values.values()):
+            log.end("eval_stop", metadata={count_key: count})
+            log.event("trainclock_diverged", None, metadata={count_key: count, "eval": str(values)})
+            state.diverged = True
+            return None
+        for value, extra in job.eval_accuracy_lines(values):
+            log.event("eval_accuracy", value, metadata={count_key: count, **extra})
+        log.end("eval_stop", metadata={count_key: count})
+        state.evals.append((count, values))
+        _write(metrics, {"step": samples // job.global_batch_size - 1, "samples": samples,
+                         "units": samples * job.progress.units_per_sample, "time_s": elapsed_s, "eval": values})
+        progress.evaluated(values)
+        if job.reached(values) and not options.full_curve:
+            state.status = "success"
+            return saved_ms
+    return None
 
 
 def _write(stream: IO[str], record: dict) -> None:

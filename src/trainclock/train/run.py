@@ -29,7 +29,7 @@ import torch.distributed as dist
 from trainclock.device import system
 from trainclock.device.peak import DTYPES, matmul_peak_flops, resolve_precision
 from trainclock.distributed import env as dist_env
-from trainclock.distributed.checkpoint import Checkpointer, newest_intact, read_meta, step_folders
+from trainclock.distributed.checkpoint import Checkpointer, ModelSnapshots, newest_intact, read_meta, step_folders
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
 from trainclock.errors import DataError, UsageError
@@ -184,7 +184,8 @@ def _execute(request: RunRequest, ctx: ParallelContext) -> RunResult | None:
     total = options.max_samples or job.max_samples
     with metrics, TrainProgress(total, job.quality, job.progress.unit, enabled=request.progress and env.is_main) as progress:
         outcome = train(job, optimizer, options, log, metrics, progress, ctx, state,
-                        save_checkpoint if options.checkpoint_every_steps else None)
+                        save_checkpoint if options.checkpoint_every_steps else None,
+                        ModelSnapshots(checkpoints / "snapshots", ctx) if job.eval_schedule.offline else None)
     if not env.is_main:
         return None
     log.finish()

@@ -75,6 +75,11 @@ class EvalSchedule:
 
     every: int
     first: int | None = None
+    # the rules score saved models after training, off the clock (Stable Diffusion v3.1: "evaluation
+    # is done offline, the time is not counted towards the submission time"): the loop saves the
+    # model at each point instead, trains to its sample limit, then evaluates the saved models in
+    # order, and the run ends at the first that meets the target, at the time it was saved
+    offline: bool = False
 
     def first_at(self) -> int:
         return self.first if self.first is not None else self.every

@@ -56,6 +56,8 @@ class ToyVision:
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
         # a workload's own flag: named in the log, so a test sees it arrive through RunSettings.extra
         group.add_argument("--dataset-name", default="generated 8x8 patterns", help="the log's dataset key")
+        group.add_argument("--offline-eval", action="store_true",
+                           help="evaluate saved models after training, off the clock (EvalSchedule.offline)")
 
     def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> ToySpec:
         spec = ToySpec()
@@ -101,7 +103,7 @@ class ToyVision:
             flops_per_sample=0.0,
             optimizer=SGDMomentum(WarmupPoly(0.05, 0.0001, warmup_steps=5, decay_steps=400), momentum=0.9,
                                   weight_decay=5e-5, warmup_epochs=5 * spec.global_batch_size / TRAIN_IMAGES),
-            eval_schedule=EvalSchedule(every=spec.eval_every_samples),
+            eval_schedule=EvalSchedule(every=spec.eval_every_samples, offline=settings.extra.get("offline_eval", False)),
             eval_samples=VAL_IMAGES, max_samples=spec.max_samples,
             log_keys={"dataset": settings.extra.get("dataset_name", "generated 8x8 patterns")},
         )

@@ -207,7 +207,7 @@ def sd_job(spec: SDSpec, model: torch.nn.Module, train: TrainSet, evals: EvalSet
         micro_batch_size=spec.micro_batch_size,
         flops_per_sample=3 * unet_forward_flops(spec),  # the UNet forward + backward: the encoders are frozen
         optimizer=optimizer(spec),
-        eval_schedule=EvalSchedule(every=spec.eval_every_samples),
+        eval_schedule=EvalSchedule(every=spec.eval_every_samples, offline=True),  # as the rules say
         eval_samples=len(evals.ids),
         max_samples=spec.max_samples,
         log_keys={"train_samples": n},  # the training set's size, as the v3.1 logs give it (6,513,144)

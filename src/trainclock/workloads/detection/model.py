@@ -13,18 +13,18 @@ from pathlib import Path
 import torch
 from torch import nn
 from torchvision.models import resnet50, resnext50_32x4d
-from torchvision.models.detection import MaskRCNN, RetinaNet
+from torchvision.models.detection import MaskRCNN
 from torchvision.models.detection.anchor_utils import AnchorGenerator
 from torchvision.models.detection.backbone_utils import BackboneWithFPN, _resnet_fpn_extractor
 from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
 from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
-from torchvision.models.detection.retinanet import RetinaNetHead
 from torchvision.models.detection.transform import GeneralizedRCNNTransform
 from torchvision.models.resnet import BasicBlock
 from torchvision.ops import FrozenBatchNorm2d
 from torchvision.ops.feature_pyramid_network import LastLevelMaxPool, LastLevelP6P7
 
 from trainclock.errors import UsageError
+from trainclock.workloads.detection.retinanet_loss import BatchedRetinaNet, BatchedRetinaNetHead
 
 TRAINABLE_BACKBONE_LAYERS = 3  # both references
 IMAGE_MEAN, IMAGE_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
@@ -143,9 +143,9 @@ def build_model(shape: DetectorShape, weights: str | None = None) -> nn.Module:
     c = shape.fpn_channels
     if shape.arch == "retinanet":
         anchors = _anchors(shape, 5, 3)
-        model = RetinaNet(backbone, shape.num_classes, anchor_generator=anchors,
-                          head=RetinaNetHead(c, anchors.num_anchors_per_location()[0], shape.num_classes),
-                          detections_per_img=shape.detections_per_image, topk_candidates=shape.candidates)
+        model = BatchedRetinaNet(backbone, shape.num_classes, anchor_generator=anchors,
+                                 head=BatchedRetinaNetHead(c, anchors.num_anchors_per_location()[0], shape.num_classes),
+                                 detections_per_img=shape.detections_per_image, topk_candidates=shape.candidates)
     else:
         anchors = AnchorGenerator(tuple((shape.anchor_base * 2 ** k,) for k in range(5)), ((0.5, 1.0, 2.0),) * 5)
         model = MaskRCNN(backbone, None, rpn_anchor_generator=anchors,  # the predictors below fix the classes

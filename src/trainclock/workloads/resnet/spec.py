@@ -51,6 +51,7 @@ class ResNetSpec:
     val_images: int
     label_smoothing: float = 0.1
     loader_workers: int = 1
+    decode_on_device: bool | None = None  # JPEGs decoded on the run's device (device_decode.py); None: on CUDA
     channels_last: bool = True
     mlperf_benchmark: str = "resnet"
 

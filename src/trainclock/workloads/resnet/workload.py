@@ -1,6 +1,6 @@
 """The ResNet benchmark as a workload: its members, the checks a run must pass, and the job the
-generic loop trains (folder-layout images decoded in DataLoader workers, torchvision's ResNet,
-top-1 accuracy, LARS or SGD, MLPerf log keys)."""
+generic loop trains (folder-layout images decoded in DataLoader workers or, on CUDA, on the device;
+torchvision's ResNet, top-1 accuracy, LARS or SGD, MLPerf log keys)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from trainclock.optim.schedules import WarmupPoly
 from trainclock.optim.sgd import SGDMomentum
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
 from trainclock.workloads.batch_plan import with_batch_settings
+from trainclock.workloads.resnet.data.device_decode import DeviceDecoder
 from trainclock.workloads.resnet.data.folder import ImageFolder, scan
 from trainclock.workloads.resnet.data.loader import EvalLoader, StepLoader, check_workers
 from trainclock.workloads.fashion_mnist import CLASSES
@@ -57,6 +58,9 @@ class ResNetWorkload:
                            help="resnet-50's optimizer: lars (default) or sgd, each with the rules' keys")
         group.add_argument("--loader-workers", type=int, metavar="N",
                            help="DataLoader worker processes decoding images (default: the member's)")
+        group.add_argument("--decode-on-device", action=argparse.BooleanOptionalAction, default=None,
+                           help="decode JPEGs on the run's device (nvJPEG on CUDA), the workers only reading "
+                                "files (default: on for CUDA, off otherwise)")
 
     def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> ResNetSpec:
         spec = get_member(member)
@@ -65,6 +69,8 @@ class ResNetWorkload:
             spec = spec.with_optimizer(settings.extra["optimizer"])
         if settings.extra.get("loader_workers") is not None:
             spec = replace(spec, loader_workers=check_workers(settings.extra["loader_workers"]))
+        if settings.extra.get("decode_on_device") is not None:
+            spec = replace(spec, decode_on_device=settings.extra["decode_on_device"])
         if spec.dataset == "imagenet" and device.type != "meta":  # refused now, before the run measures the machine
             if settings.data is None:
                 raise UsageError(NEEDS_DATA)
@@ -137,9 +143,16 @@ def build_job(spec: ResNetSpec, settings: RunSettings, seed: int, ctx: ParallelC
     torch.manual_seed(seed)
     model = build_model(spec, ctx, device, settings)
     shard = (ctx.dp_rank, ctx.dp_size)
+    on_device = spec.decode_on_device if spec.decode_on_device is not None else device.type == "cuda"
+    on_device = on_device and device.type != "meta"  # a dry run's model is on meta; its host work stays PIL's
+
+    def decoder() -> DeviceDecoder | None:  # one per loader: each owns a stream, the loaders run on two threads
+        return DeviceDecoder(device, spec.transforms, spec.micro_batch_size) if on_device else None
+
     train = StepLoader(folder.train, spec.transforms, seed, spec.global_batch_size,
-                       ctx.dp_slice(spec.global_batch_size), spec.loader_workers)
-    val = EvalLoader(folder.val, spec.transforms, spec.micro_batch_size, shard, spec.loader_workers)
+                       ctx.dp_slice(spec.global_batch_size), spec.loader_workers, decoder=decoder())
+    val = EvalLoader(folder.val, spec.transforms, spec.micro_batch_size, shard, spec.loader_workers,
+                     decoder=decoder())
 
     def evaluate(m: torch.nn.Module, autocast, part: tuple[int, int]) -> EvalShard:
         if part != shard:

@@ -4,7 +4,9 @@ permutation of the N training images, augmented by a generator seeded with (seed
 global batch is samples s*B .. s*B+B-1, so any number of ranks, workers, or a resume at any step,
 sees the same images with the same crops.
 
-A rank decodes only its own rows of each global batch: its workers are started for those rows."""
+A rank decodes only its own rows of each global batch: its workers are started for those rows.
+With a DeviceDecoder (device_decode.py, the default on CUDA) the workers only read files and draw
+the crops, and the batch is decoded on the device; the images are the same crops either way."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from trainclock.errors import DataError, UsageError
+from trainclock.workloads.resnet.data.device_decode import DeviceDecoder, Encoded, eval_sample, train_sample
 from trainclock.workloads.resnet.data.folder import Split
 from trainclock.workloads.resnet.data.transforms import ImageTransforms, eval_image, train_image
 
@@ -33,12 +36,16 @@ def _collate(items: list) -> Any:
     for item in items:
         if isinstance(item, _Failed):
             return item
-    return torch.stack([i for i, _ in items]), torch.tensor([label for _, label in items], dtype=torch.int64)
+    images = [i for i, _ in items]
+    labels = torch.tensor([label for _, label in items], dtype=torch.int64)
+    return (images if isinstance(images[0], Encoded) else torch.stack(images)), labels  # Encoded: decoded later
 
 
 class TrainImages(Dataset):
-    def __init__(self, split: Split, transforms: ImageTransforms, seed: int) -> None:
-        self.split, self.transforms, self.seed = split, transforms, seed
+    """Sample k's image decoded (uint8 CHW) or, `encoded`, its file and drawn crop (Encoded)."""
+
+    def __init__(self, split: Split, transforms: ImageTransforms, seed: int, encoded: bool = False) -> None:
+        self.split, self.transforms, self.seed, self.encoded = split, transforms, seed, encoded
         self._epoch, self._order = -1, np.empty(0, dtype=np.int64)
 
     def position(self, k: int) -> int:
@@ -51,7 +58,8 @@ class TrainImages(Dataset):
     def __getitem__(self, k: int):
         i = self.position(k)
         try:
-            image = train_image(self.split.files[i], self.transforms, np.random.default_rng([self.seed, k, 1]))
+            sample = train_sample if self.encoded else train_image
+            image = sample(self.split.files[i], self.transforms, np.random.default_rng([self.seed, k, 1]))
         except DataError as e:
             return _Failed(str(e))
         return image, self.split.labels[i]
@@ -85,11 +93,13 @@ class StepLoader:
     prefetched by workers while the model trains. Asked for the step after the last it returned, it continues; asked for any
     other step (the first call, a resume), it restarts the workers there; asked for the same step
     twice (the warm-up, then step 0), it returns the batch it already has. `rows` are those its
-    workers were started for (a rank's, for the whole run)."""
+    workers were started for (a rank's, for the whole run). With a `decoder`, the images are decoded
+    on its device (a batch already there)."""
 
     def __init__(self, split: Split, transforms: ImageTransforms, seed: int, global_batch: int, rows: slice,
-                 workers: int, prefetch: int = 4) -> None:
-        self.dataset = TrainImages(split, transforms, seed)
+                 workers: int, prefetch: int = 4, decoder: DeviceDecoder | None = None) -> None:
+        self.dataset = TrainImages(split, transforms, seed, encoded=decoder is not None)
+        self.decoder = decoder
         self.global_batch, self.rows, self.workers, self.prefetch = global_batch, rows, workers, prefetch
         self._iterator: Iterator | None = None
         self._next = -1
@@ -112,19 +122,20 @@ class StepLoader:
             raise DataError(out.message)
         self._next = step + 1
         images, labels = out
-        batch = {"image": images, "label": labels}
+        batch = {"image": images if self.decoder is None else self.decoder(images), "label": labels}
         self._last = (step, batch)
         return batch
 
 
 class EvalImages(Dataset):
-    def __init__(self, split: Split, transforms: ImageTransforms) -> None:
-        self.split, self.transforms = split, transforms
+    def __init__(self, split: Split, transforms: ImageTransforms, encoded: bool = False) -> None:
+        self.split, self.transforms, self.encoded = split, transforms, encoded
 
     def __getitem__(self, i: int):
         # i < 0 is padding: a rank out of images still joins every forward (ranks must meet in each)
         try:
-            image = eval_image(self.split.files[max(i, 0)], self.transforms)
+            path = self.split.files[max(i, 0)]
+            image = eval_sample(path) if self.encoded else eval_image(path, self.transforms)
         except DataError as e:
             return _Failed(str(e))
         return image, self.split.labels[i] if i >= 0 else -1
@@ -135,10 +146,12 @@ class EvalImages(Dataset):
 
 class EvalLoader:
     """A rank's shard of the validation set in fixed batches, every rank running the same number
-    of forwards; padding rows carry label -1 and are not counted. Workers persist across evals."""
+    of forwards; padding rows carry label -1 and are not counted. Workers persist across evals.
+    With a `decoder`, the images are decoded on its device."""
 
     def __init__(self, split: Split, transforms: ImageTransforms, micro: int, shard: tuple[int, int],
-                 workers: int) -> None:
+                 workers: int, decoder: DeviceDecoder | None = None) -> None:
+        self.decoder = decoder
         rank, ranks = shard
         n = len(split)
         mine = list(range(rank * n // ranks, (rank + 1) * n // ranks))
@@ -146,11 +159,13 @@ class EvalLoader:
         mine += [-1] * (forwards * micro - len(mine))
         batches = [mine[i * micro:(i + 1) * micro] for i in range(forwards)]
         extra = {"prefetch_factor": 4, "persistent_workers": True} if workers else {}
-        self.loader = DataLoader(EvalImages(split, transforms), batch_sampler=batches, num_workers=workers,
+        self.loader = DataLoader(EvalImages(split, transforms, encoded=decoder is not None), batch_sampler=batches,
+                                 num_workers=workers,
                                  collate_fn=_collate, **extra)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for out in self.loader:
             if isinstance(out, _Failed):
                 raise DataError(out.message)
-            yield out
+            images, labels = out
+            yield (images if self.decoder is None else self.decoder(images)), labels

@@ -30,12 +30,20 @@ class ImageTransforms:
     ratio: tuple[float, float] = (3 / 4, 4 / 3)
 
 
+DECODE_ERRORS = (OSError, SyntaxError, ValueError, Image.DecompressionBombError)  # what PIL raises for a bad file
+
+
+def decode_error(path: str, reason: object) -> DataError:
+    """The one line either decoding path (PIL here, device_decode's) raises for a file it cannot decode."""
+    return DataError(f"cannot decode image {path} ({reason}); replace or delete the file")
+
+
 def decode(path: str) -> Image.Image:
     try:
         with Image.open(path) as image:
             return image.convert("RGB")  # forces the full decode: a truncated file fails here
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
-        raise DataError(f"cannot decode image {path} ({e}); replace or delete the file") from None
+    except DECODE_ERRORS as e:
+        raise decode_error(path, e) from None
 
 
 def crop_box(rng: np.random.Generator, width: int, height: int, t: ImageTransforms) -> tuple[int, int, int, int]:

@@ -55,3 +55,103 @@ def test_log_keys_are_those_the_closed_bert_rules_require():
                 "opt_lamb_beta_2", "opt_lamb_weight_decay_rate", "opt_epsilon", "opt_lamb_learning_rate_decay_poly_power"):
         assert key in keys
     assert keys["opt_name"] == "lamb" and keys["opt_lamb_learning_rate_decay_poly_power"] == 1.0
+
+
+class PerTensorLamb(torch.optim.Optimizer):
+    """LambOptimizer.step as it was before the multi-tensor rewrite (a Python loop over tensors):
+    the reference the foreach step must reproduce."""
+
+    def __init__(self, params, lr: float, betas: tuple[float, float], eps: float, weight_decay: float) -> None:
+        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["m"], state["v"] = torch.zeros_like(p), torch.zeros_like(p)
+                state["step"] += 1
+                m, v, t = state["m"], state["v"], state["step"]
+                m.mul_(beta1).add_(p.grad, alpha=1 - beta1)
+                v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+                update = (m / (1 - beta1 ** t)) / ((v / (1 - beta2 ** t)).sqrt() + group["eps"])
+                ratio = 1.0
+                if p.dim() >= 2:
+                    update.add_(p, alpha=group["weight_decay"])
+                    w_norm, u_norm = p.norm(), update.norm()
+                    ratio = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
+                p.sub_(update * (ratio * group["lr"]))
+
+
+class MixedShapes(torch.nn.Module):
+    """Every kind of tensor BERT and RNN-T give LAMB, and the trust ratio's edge cases: `zero` has
+    zero weights (||w|| = 0) and `frozen` gets zero gradients in a group without decay (||update|| = 0)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(11, 6)
+        self.linear = torch.nn.Linear(6, 5)
+        self.norm = torch.nn.LayerNorm(5)
+        self.conv = torch.nn.Conv1d(5, 4, 3)
+        self.scale = torch.nn.Parameter(torch.tensor(0.7))
+        self.zero = torch.nn.Parameter(torch.zeros(4, 7))
+        self.frozen = torch.nn.Parameter(torch.randn(3, 4))
+
+
+def run_steps(optimizer_type, seed: int = 0, steps: int = 5, **kwargs) -> tuple[MixedShapes, torch.optim.Optimizer]:
+    torch.manual_seed(seed)
+    model = MixedShapes()
+    decayed = [p for n, p in model.named_parameters() if p.dim() >= 2 and n != "frozen"]
+    others = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decayed, "weight_decay": 0.01}, {"params": others, "weight_decay": 0.0},
+              {"params": [model.frozen], "weight_decay": 0.0, "lr": 0.5}]
+    optimizer = optimizer_type(groups, lr=0.02, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01, **kwargs)
+    grads = torch.Generator().manual_seed(seed + 1)
+    for step in range(steps):
+        for name, p in model.named_parameters():
+            p.grad = torch.randn(p.shape, generator=grads) * (10.0 ** (step % 3 - 1))
+        model.frozen.grad.zero_()
+        if step == 2:
+            model.linear.bias.grad = None  # skipped this step: its own step count (bias correction) falls behind
+        optimizer.param_groups[0]["lr"] = 0.02 * (1 - step / steps)  # as the loop sets the schedule's rate
+        optimizer.step()
+    return model, optimizer
+
+
+@pytest.mark.parametrize("foreach", [None, False])
+def test_the_multi_tensor_step_matches_the_per_tensor_loop(foreach):
+    from trainclock.optim.lamb import LambOptimizer
+
+    ours, ours_opt = run_steps(LambOptimizer, foreach=foreach)
+    reference, reference_opt = run_steps(PerTensorLamb)
+    for (name, p), q in zip(ours.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-6, msg=lambda m: f"{name}: {m}")
+        mine, theirs = ours_opt.state[p], reference_opt.state[q]
+        assert mine["step"] == theirs["step"]
+        torch.testing.assert_close(mine["m"], theirs["m"], rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(mine["v"], theirs["v"], rtol=1e-6, atol=1e-6)
+    # the edge cases moved as the ratio-1 rule says: a zero matrix leaves 0, a zero update stays put
+    assert ours.zero.abs().sum() > 0 and torch.isfinite(ours.frozen).all()
+    assert ours_opt.state[ours.linear.bias]["step"] == 4 and ours_opt.state[ours.linear.weight]["step"] == 5
+
+
+def test_the_step_reads_nothing_back_to_the_host():
+    """A read (`.item()`, `float(t)`, or `if norm > 0`) would make a GPU's host wait at every step."""
+    from tests.host_reads import HostReads
+    from trainclock.optim.lamb import LambOptimizer
+
+    model, optimizer = run_steps(LambOptimizer, steps=1)
+    for p in model.parameters():
+        p.grad = torch.randn_like(p)
+    with HostReads() as reads:
+        optimizer.step()
+        optimizer.step()
+    assert reads.count == 0
+    with HostReads() as reads:  # the check sees the kind of read it guards against
+        bool(model.scale > 0)
+    assert reads.count == 1

@@ -84,3 +84,42 @@ def test_a_stale_folder_without_its_marker_is_replaced(tmp_path):
     with staged_folder(folder, "meta.json") as staging:
         (staging / "meta.json").write_text("new")
     assert sorted(p.name for p in folder.iterdir()) == ["meta.json"]
+
+
+def test_a_discard_killed_mid_delete_leaves_no_cache_and_the_next_prepare_clears_it(tmp_path, monkeypatch):
+    """data prepare --force: killed while deleting the old cache, it used to leave a folder whose
+    ready marker outlived half its data, and the next run trained on that half."""
+    import shutil
+
+    from trainclock import storage
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "meta.json").write_text("{}")
+    (cache / "part").write_text("x")
+
+    def killed(path, *args, **kwargs):
+        raise KeyboardInterrupt  # the kill lands during the deletion
+
+    monkeypatch.setattr(shutil, "rmtree", killed)
+    with pytest.raises(KeyboardInterrupt):
+        storage.discard_folder(cache)
+    monkeypatch.undo()
+    assert not cache.exists()  # a reader finds no cache, so it prepares a new one
+    (left,) = [p for p in tmp_path.iterdir()]
+    # as a dead process would have left it: the same name with a pid that is no longer running
+    dead = left.with_name(left.name.replace(f"-{os.getpid()}.", "-999999999."))
+    left.rename(dead)
+    with staged_folder(cache, "meta.json") as staging:
+        (staging / "meta.json").write_text("{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"]
+    storage.discard_folder(tmp_path / "never-made")  # nothing to discard: nothing happens
+
+
+def test_a_live_process_staging_folder_is_left_alone(tmp_path):
+    with staged_folder(tmp_path / "cache", "meta.json") as staging:
+        with staged_folder(tmp_path / "cache", "meta.json") as twin:  # the same live pid: kept
+            (twin / "meta.json").write_text("{}")
+        assert staging.exists()
+        (staging / "meta.json").write_text("{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"]

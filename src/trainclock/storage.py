@@ -67,9 +67,11 @@ def staged_folder(folder: Path, marker: str) -> Iterator[Path]:
     means complete. On a clean exit the staging folder is renamed to `folder` whole, so a folder
     holding its marker is always complete. When another process published a complete `folder`
     first, theirs stays (its reader may be using it) and this one is dropped; a folder without its
-    marker (a stale copy from an older layout) is replaced."""
+    marker (a stale copy from an older layout) is replaced. Staging and discarded folders that a
+    killed process left beside `folder` are removed first."""
     folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
+    remove_abandoned(folder)
+    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=_private_prefix(folder)))
     try:
         yield staging
         if not (staging / marker).exists():
@@ -83,3 +85,44 @@ def staged_folder(folder: Path, marker: str) -> Iterator[Path]:
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def discard_folder(folder: Path) -> None:
+    """Removes `folder` so that no reader ever finds part of it: renamed aside in one step first (a
+    reader then finds nothing, and prepares anew), then deleted. A kill during the deletion leaves
+    only the renamed copy, which the next staged_folder beside it removes."""
+    aside = folder.with_name(f"{_private_prefix(folder)}{secrets.token_hex(4)}.discarded")
+    try:
+        os.rename(folder, aside)
+    except FileNotFoundError:
+        return
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def remove_abandoned(folder: Path) -> None:
+    """Deletes the staging and discarded folders beside `folder` whose process, on this host, has
+    died (a kill -9 mid-prepare); another live process's, or another host's, stay."""
+    host = _host()
+    for candidate in folder.parent.glob(f".{folder.name}.{host}-*"):
+        pid = candidate.name[len(f".{folder.name}.{host}-"):].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(candidate, ignore_errors=True)
+
+
+def _private_prefix(folder: Path) -> str:
+    # host and pid in the name: remove_abandoned can tell a dead process's folder from a live one's
+    return f".{folder.name}.{_host()}-{os.getpid()}."
+
+
+def _host() -> str:
+    return "".join(c if c.isalnum() or c == "-" else "_" for c in os.uname().nodename) or "host"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from trainclock.errors import DataError
-from trainclock.storage import data_home, staged_folder
+from trainclock.storage import data_home, discard_folder, staged_folder
 from trainclock.workloads.bert.data.instances import SPECIALS, make_instances
 from trainclock.workloads.bert.data.text import TextSource
 
@@ -51,8 +50,8 @@ def prepared_folder(source: TextSource, layout: Layout) -> Path:
 
 def prepare(source: TextSource, layout: Layout, force: bool = False) -> PreparedBert:
     folder = prepared_folder(source, layout)
-    if force and folder.exists():
-        shutil.rmtree(folder)
+    if force:
+        discard_folder(folder)  # in one step: no half cache left looking complete
     if not (folder / "meta.json").exists():
         _build(source, layout, folder)
     return load(folder)

@@ -21,7 +21,7 @@ from pathlib import Path
 from PIL import Image, UnidentifiedImageError
 
 from trainclock.errors import DataError
-from trainclock.storage import data_home
+from trainclock.storage import data_home, discard_folder
 from trainclock.workloads.detection.data.layout import OPENIMAGES_LABELS, OPENIMAGES_NAMES
 
 CLASS_FILE = "class-descriptions-boxable.csv"
@@ -162,8 +162,8 @@ def convert(raw: Path, force: bool = False) -> Path:
     """The MLPerf layout of the OpenImages CSV folder `raw` (made now if missing or `force`)."""
     raw = Path(raw).expanduser()
     folder = converted_folder(raw)
-    if force and folder.exists():
-        shutil.rmtree(folder)
+    if force:
+        discard_folder(folder)  # in one step: no half cache left looking complete
     if folder.exists():
         return folder
     known, classes = read_classes(raw / CLASS_FILE)

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 from pycocotools import mask as mask_utils
 
-from trainclock.storage import data_home, staged_folder
+from trainclock.storage import data_home, discard_folder, staged_folder
 from trainclock.workloads.detection.data.layout import COCO_NAMES, OPENIMAGES_LABELS, OPENIMAGES_NAMES
 from trainclock.workloads.detection.data.mosaic import mosaic
 from trainclock.workloads.fashion_mnist import CLASSES, load_split, source_folder
@@ -62,8 +61,8 @@ def prepared_folder(layout: str, train: int, val: int, side: int, seed: int) -> 
 def prepare(layout: str, train: int, val: int, side: int, seed: int = 0, force: bool = False) -> Path:
     """The tier's folder (made now if missing) in `layout`: "coco" or "openimages"."""
     folder = prepared_folder(layout, train, val, side, seed)
-    if force and folder.exists():
-        shutil.rmtree(folder)
+    if force:
+        discard_folder(folder)  # in one step: no half cache left looking complete
     if (folder / "meta.json").exists():
         return folder
     with staged_folder(folder, "meta.json") as staging:

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from trainclock.errors import DataError
-from trainclock.storage import atomic_write_text, data_home, staged_folder
+from trainclock.storage import atomic_write_text, data_home, discard_folder, staged_folder
 from trainclock.workloads.dlrm_dcnv2.data.criteo import write_day
 from trainclock.workloads.dlrm_dcnv2.spec import DENSE_FEATURES, DlrmSpec
 
@@ -128,8 +127,8 @@ def cache_folder(spec: DlrmSpec) -> Path:
 def prepare(spec: DlrmSpec, force: bool = False) -> tuple[Path, dict]:
     """The tier's day files (built once), and meta.json's record of them."""
     folder = cache_folder(spec)
-    if force and folder.exists():
-        shutil.rmtree(folder)
+    if force:
+        discard_folder(folder)  # in one step: no half cache left looking complete
     if not (folder / "meta.json").exists():
         _build(spec, folder)
     try:

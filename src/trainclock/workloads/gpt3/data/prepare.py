@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -20,7 +19,7 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from trainclock.errors import DataError
-from trainclock.storage import atomic_write_text, data_home, staged_folder
+from trainclock.storage import atomic_write_text, data_home, discard_folder, staged_folder
 from trainclock.workloads.gpt3.data.sources import Source
 
 FORMAT_VERSION = 1
@@ -50,8 +49,8 @@ def rebuild_hint(source: Source) -> str:
 def prepare(source: Source, vocab_size: int, force: bool = False) -> PreparedData:
     """Load the prepared dataset for (source, vocab), building it first if needed."""
     folder = prepared_folder(source, vocab_size)
-    if force and folder.exists():
-        shutil.rmtree(folder)
+    if force:
+        discard_folder(folder)  # in one step: no half cache left looking complete
     if not (folder / "meta.json").exists():
         _build(source, vocab_size, folder)
     return load(folder, rebuild_hint(source))

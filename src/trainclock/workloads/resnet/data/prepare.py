@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from pathlib import Path
 
 from PIL import Image
 
 from trainclock.errors import DataError
-from trainclock.storage import data_home, staged_folder
+from trainclock.storage import data_home, discard_folder, staged_folder
 from trainclock.workloads.fashion_mnist import CLASSES, load_split, source_folder
 
 FORMAT_VERSION = 1
@@ -30,8 +29,8 @@ def prepare(train_images: int, val_images: int, side: int, force: bool = False) 
     """The tier's folder tree (made now if missing): the first `train_images` / `val_images`
     images of each split, resized to side x side, as JPEGs."""
     folder = prepared_folder(train_images, val_images, side)
-    if force and folder.exists():
-        shutil.rmtree(folder)
+    if force:
+        discard_folder(folder)  # in one step: no half cache left looking complete
     if not (folder / "meta.json").exists():
         _build(folder, {"train": train_images, "val": val_images}, side)
     return folder

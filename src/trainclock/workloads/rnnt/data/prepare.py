@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from trainclock.errors import DataError
-from trainclock.storage import atomic_write_text, data_home, staged_folder
+from trainclock.storage import atomic_write_text, data_home, discard_folder, staged_folder
 from trainclock.workloads.rnnt.data import synthetic, tokenizer
 from trainclock.workloads.rnnt.data.librispeech import Utterance, read_split
 
@@ -45,8 +44,8 @@ def tier_folder(name: str, train: int, evals: int, vocab: int) -> Path:
 
 def prepare_tier(name: str, train: int, evals: int, vocab: int, force: bool = False) -> Corpus:
     folder = tier_folder(name, train, evals, vocab)
-    if force and folder.exists():
-        shutil.rmtree(folder)
+    if force:
+        discard_folder(folder)  # in one step: no half cache left looking complete
     if not (folder / "meta.json").exists():
         with staged_folder(folder, "meta.json") as staging:
             synthetic.generate(staging / "LibriSpeech", "train", train, DATA_SEED)

@@ -7,14 +7,13 @@ tier.pt is written last: its presence means the cache is complete."""
 from __future__ import annotations
 
 import hashlib
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from trainclock.storage import data_home, staged_folder
+from trainclock.storage import data_home, discard_folder, staged_folder
 from trainclock.workloads.stable_diffusion.data import captioned
 from trainclock.workloads.stable_diffusion.data.formats import write_fid_stats
 from trainclock.workloads.stable_diffusion.evaluators import FeatureNet, TinyClip, train_clip, train_features
@@ -49,8 +48,8 @@ def tier_folder(name: str, train_images: int, eval_captions: int, length: int, w
 def prepare_tier(name: str, train_images: int, eval_captions: int, length: int, width: int,
                  force: bool = False) -> Path:
     folder = tier_folder(name, train_images, eval_captions, length, width)
-    if force and folder.exists():
-        shutil.rmtree(folder)
+    if force:
+        discard_folder(folder)  # in one step: no half cache left looking complete
     if (folder / "tier.pt").exists():
         return folder
     tokenizer = WordTokenizer(captioned.WORDS, length)

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from pathlib import Path
 
 from trainclock.errors import DataError
-from trainclock.storage import atomic_write_text, data_home, staged_folder
+from trainclock.storage import atomic_write_text, data_home, discard_folder, staged_folder
 from trainclock.workloads.unet3d.data import kits19, synthetic
 
 FORMAT_VERSION = 1
@@ -31,8 +30,8 @@ def tier_folder(name: str, cases: int, shape: tuple[int, int, int], patch: int) 
 def prepare_tier(name: str, cases: int, shape: tuple[int, int, int], patch: int, force: bool = False) -> Path:
     """The tier's .npy folder, generated and preprocessed first if missing."""
     folder = tier_folder(name, cases, shape, patch)
-    if force and folder.exists():
-        shutil.rmtree(folder)
+    if force:
+        discard_folder(folder)  # in one step: no half cache left looking complete
     if not (folder / "meta.json").exists():
         with staged_folder(folder, "meta.json") as staging:
             synthetic.generate(staging / "kits19", cases, shape, DATA_SEED)
@@ -56,8 +55,8 @@ def prepare_official(folder: Path, patch: int, force: bool = False) -> Path:
         return folder
     key = hashlib.sha256(f"{FORMAT_VERSION}\0{folder.resolve()}\0{patch}".encode()).hexdigest()[:12]
     cache = data_home() / "prepared" / f"unet3d-kits19-{key}"
-    if force and cache.exists():
-        shutil.rmtree(cache)
+    if force:
+        discard_folder(cache)  # in one step: no half cache left looking complete
     if not (cache / "meta.json").exists():
         count = kits19.preprocess(folder, cache / "npy", (patch,) * 3)
         atomic_write_text(cache / "meta.json", json.dumps({"source": str(folder.resolve()), "cases": count,

@@ -14,6 +14,7 @@ from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
 from trainclock.distributed.parallelize import build_parallelized
 from trainclock.errors import UsageError
+from trainclock.storage import discard_folder
 from trainclock.optim.lamb import Lamb, PolyWarmup
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
 from trainclock.workloads.batch_plan import with_batch_settings
@@ -87,12 +88,10 @@ class BertWorkload:
     def prepare_data(self, member: str, data: str | None, force: bool = False) -> str:
         spec = get_member(member)
         if spec.corpus == "wikipedia":
-            train, evaluation = load_folder(data, spec.seq_len, spec.max_predictions)
+            train, evaluation = load_folder(data, spec.seq_len, spec.max_predictions, spec.shape.vocab_size)
             return f"{len(train['input_ids']):,} train and {len(evaluation['input_ids']):,} eval instances in {data}"
         prepared = prepare(parse_source(data or spec.corpus), data_layout(spec), force=force)
-        from trainclock.workloads.bert.phase1 import make_phase1, phase1_path
-
-        checkpoint = make_phase1(spec, as_tensors(prepared.train), phase1_path(prepared.folder, spec))
+        checkpoint = start_checkpoint(spec, prepared, as_tensors(prepared.train))
         return (f"{len(prepared.train['input_ids']):,} train and {len(prepared.eval['input_ids']):,} eval instances "
                 f"(WordPiece vocabulary {prepared.vocab_size}) and the phase-1 checkpoint {checkpoint.name} "
                 f"in {prepared.folder}")
@@ -110,6 +109,18 @@ class BertWorkload:
 
 def data_layout(spec: BertSpec) -> DataLayout:
     return DataLayout(spec.shape.vocab_size, spec.seq_len, spec.max_predictions, spec.train_instances, spec.eval_samples)
+
+
+def start_checkpoint(spec: BertSpec, prepared, train: dict[str, torch.Tensor]) -> Path:
+    """The tier's phase-1 checkpoint beside its prepared data, made there once. Where making it fails,
+    the prepared folder goes with it: a cache that failed is never kept for the next run to fail on."""
+    from trainclock.workloads.bert.phase1 import make_phase1, phase1_path
+
+    try:
+        return make_phase1(spec, train, phase1_path(prepared.folder, spec))
+    except Exception:  # an interrupt leaves a sound cache: only a failure removes it
+        discard_folder(prepared.folder)
+        raise
 
 
 def init_checkpoint(settings: RunSettings) -> Path | None:
@@ -136,15 +147,13 @@ def load_data(spec: BertSpec, settings: RunSettings, ctx: ParallelContext,
     start = init_checkpoint(settings)
     if spec.corpus == "wikipedia":
         start = None if on_meta else check_start_checkpoint(settings)
-        train, evaluation = load_folder(settings.data, spec.seq_len, spec.max_predictions)
+        train, evaluation = load_folder(settings.data, spec.seq_len, spec.max_predictions, spec.shape.vocab_size)
         return as_tensors(train), as_tensors(evaluation), "wikipedia", start
 
     def prepare_tier():
-        from trainclock.workloads.bert.phase1 import make_phase1, phase1_path
-
         prepared = prepare(parse_source(settings.data or spec.corpus), data_layout(spec))
         train = as_tensors(prepared.train)
-        made = start if start or on_meta else make_phase1(spec, train, phase1_path(prepared.folder, spec))
+        made = start if start or on_meta else start_checkpoint(spec, prepared, train)
         return prepared, train, made
 
     prepared, train, start = ctx.main_first(prepare_tier)  # one rank tokenizes and pre-trains

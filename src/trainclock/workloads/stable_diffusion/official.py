@@ -55,8 +55,44 @@ def _needs(path: Path) -> Path:
 
 
 def _licensed(folder: Path) -> set[str] | None:
-    """The keys the metadata parquets keep (None without any parquet: every sample is used)."""
-    return set().union(*(licensed_keys(p) for p in sorted(folder.glob("*.parquet")))) or None
+    """The keys the metadata parquets keep (None without any parquet: every sample is used). Parquets
+    that license no sample at all keep none: an empty set, refused here rather than read as "no parquet"."""
+    parquets = sorted(folder.glob("*.parquet"))
+    if not parquets:
+        return None
+    keys = set().union(*(licensed_keys(p) for p in parquets))
+    if not keys:
+        raise DataError(f"the parquet licenses none of the samples: every row of the {len(parquets)} metadata "
+                        f"parquet(s) in {folder} has LICENSE \"?\", which the reference drops; use the parquets "
+                        "of the shards' licensed samples, or remove them to train on every sample")
+    return keys
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
+
+
+def _pretrained(cls, folder: Path, what: str):
+    """A diffusers/transformers model from its local folder, or one DataError line naming the folder."""
+    _needs(folder)
+    if not folder.is_dir() or not any(folder.iterdir()):
+        raise DataError(f"{folder} is empty: it must hold {what} in diffusers' layout (config.json and the "
+                        "weights, as the SD2 checkpoint has them)")
+    try:
+        return cls.from_pretrained(folder, local_files_only=True)
+    except Exception as e:  # noqa: BLE001 - transformers and diffusers raise OSError, ValueError, EnvironmentError, ...
+        raise DataError(f"cannot load {what} from {folder} ({_first_line(e)}); it must be the SD2 checkpoint's "
+                        f"{folder.name}/ folder in diffusers' layout") from None
+
+
+def _torchscript(path: Path, what: str) -> torch.jit.ScriptModule:
+    _needs(path)
+    try:
+        return torch.jit.load(str(path))
+    except Exception as e:  # noqa: BLE001 - torch raises RuntimeError, ValueError, ... on a file that is not TorchScript
+        raise DataError(f"cannot load {what} from {path} ({_first_line(e)}); it must be a TorchScript file "
+                        "(torch.jit.save)") from None
 
 
 class NoWeights(torch.nn.Module):
@@ -85,16 +121,16 @@ def build_official(spec: SDSpec, settings: RunSettings, weights: bool = True):
     from diffusers import AutoencoderKL
     from transformers import CLIPTextModel
 
-    text_encoder = CLIPTextModel.from_pretrained(_needs(checkpoint / "text_encoder"), local_files_only=True)
-    vae = AutoencoderKL.from_pretrained(_needs(checkpoint / "vae"), local_files_only=True).eval().requires_grad_(False)
     assert evaluators is not None
-    features = torch.jit.load(str(_needs(evaluators / "fid_features.pt"))).eval()
-    clip = torch.jit.load(str(_needs(evaluators / "clip.pt"))).eval()
+    reference = read_fid_stats(_needs(evaluators / FID_STATS))  # the cheap reads first: a bad file fails fast
+    text_encoder = _pretrained(CLIPTextModel, checkpoint / "text_encoder", "the SD2 text encoder (CLIPTextModel)")
+    vae = _pretrained(AutoencoderKL, checkpoint / "vae", "the SD2 VAE (AutoencoderKL)").eval().requires_grad_(False)
+    features = _torchscript(evaluators / "fid_features.pt", "the FID feature network").eval()
+    clip = _torchscript(evaluators / "clip.pt", "the CLIP scorer").eval()
 
     def decode(latents: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
             return (vae.decode(latents.to(next(vae.parameters()).dtype)).sample.float() + 1).div(2).clamp(0, 1)
 
-    evals = EvalSet(eval_ids, tokenizer([""]), decode, features, lambda images, ids: clip(images, ids),
-                    read_fid_stats(_needs(evaluators / FID_STATS)))
+    evals = EvalSet(eval_ids, tokenizer([""]), decode, features, lambda images, ids: clip(images, ids), reference)
     return train, evals, text_encoder

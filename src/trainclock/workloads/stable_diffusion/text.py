@@ -40,7 +40,12 @@ class ClipTokenizer:
             if not (folder / name).is_file():
                 raise DataError(f"the CLIP tokenizer needs {folder / name}; pass --checkpoint with the SD2 "
                                 "checkpoint's tokenizer/ and text_encoder/ folders")
-        self.tokenizer = CLIPTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"))
+        try:
+            self.tokenizer = CLIPTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"))
+        except Exception as e:  # noqa: BLE001 - json, unicode and merge-table errors alike
+            detail = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
+            raise DataError(f"cannot read the CLIP tokenizer in {folder} ({detail}); vocab.json and merges.txt "
+                            "must be the SD2 checkpoint's tokenizer files") from None
         self.length = length
 
     def __call__(self, captions: Sequence[str]) -> torch.Tensor:

@@ -58,6 +58,9 @@ class StableDiffusionWorkload:
     def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> SDSpec:
         spec = get_member(member)
         check_layout(layout)
+        if spec.dataset == "captioned" and settings.data is not None:
+            raise UsageError(f"{spec.name} makes its own data (captioned Fashion-MNIST items, generated when its data "
+                             "is prepared); drop --data")
         # a dry run, on meta, reads nothing: no shards, no checkpoint
         if spec.dataset == "laion" and settings.data is None and device.type != "meta":
             raise UsageError("sd-laion400m trains on the LAION-400M moments: pass --data FOLDER (the webdataset "
@@ -104,6 +107,8 @@ class StableDiffusionWorkload:
         spec = get_member(member)
         if spec.dataset != "captioned":
             raise UsageError("sd-laion400m reads its shards where they are: pass them to `trainclock run` with --data")
+        if data is not None:
+            raise UsageError(f"{spec.name} makes its own data (captioned Fashion-MNIST items); drop --data")
         from trainclock.workloads.stable_diffusion.data.prepare import prepare_tier
 
         folder = prepare_tier(spec.name, spec.train_images, spec.eval_captions, spec.text_length, spec.text_width, force)

@@ -37,16 +37,20 @@ def read_instances(paths: list[Path], max_predictions: int = 76, keep_packed: bo
         try:
             with h5py.File(path, "r") as f:
                 packed = "positions" in f
-                arrays = {key: np.asarray(f[key][:], dtype=np.int64) for key in (PACKED_KEYS if packed else KEYS)}
+                arrays = {key: _dataset(f, key, path) for key in (PACKED_KEYS if packed else KEYS)}
         except KeyError as e:
             raise DataError(f"{path}: no dataset {e} (an NVIDIA bert HDF5 shard has {', '.join(KEYS)}; "
                             f"a packed one also {', '.join(PACKED_KEYS[len(KEYS):])})") from None
-        except OSError as e:
-            raise DataError(f"cannot read HDF5 shard {path} ({e}); re-copy the file") from None
-        if keep_packed:
-            arrays = check_packed(arrays, path) if packed else as_packs(arrays)
-        elif packed:
-            arrays = unpack(arrays, max_predictions, path)
+        except (OSError, RuntimeError, ValueError, TypeError) as e:
+            raise DataError(f"cannot read HDF5 shard {path} ({_first_line(e)}); re-copy the file") from None
+        _check_shapes(arrays, path, packed)
+        try:
+            if keep_packed:
+                arrays = check_packed(arrays, path) if packed else as_packs(arrays)
+            elif packed:
+                arrays = unpack(arrays, max_predictions, path)
+        except (IndexError, ValueError) as e:
+            raise DataError(f"{path}: the packed rows are inconsistent ({e}); the shard is damaged, re-create it") from None
         parts.append(arrays)
     keys = PACKED_KEYS if keep_packed else KEYS
     try:
@@ -56,6 +60,44 @@ def read_instances(paths: list[Path], max_predictions: int = 76, keep_packed: bo
         raise DataError(f"HDF5 shards of different shapes in {', '.join(map(str, paths))}") from None
     out["masked_lm_weights"] = (out["masked_lm_positions"] != 0).astype(np.float32)
     return out
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
+
+
+def _dataset(f, key: str, path: Path) -> np.ndarray:
+    """Dataset `key` as int64, or one DataError line where it is a group or holds no integers."""
+    import h5py
+
+    item = f[key]
+    if not isinstance(item, h5py.Dataset):
+        raise DataError(f"{path}: {key} is an HDF5 {type(item).__name__.lower()}, not a dataset of integers; "
+                        "an NVIDIA bert HDF5 shard holds one array per field")
+    if item.dtype.kind not in "iub" and not (item.dtype.kind == "f" and key == "masked_lm_weights"):
+        raise DataError(f"{path}: dataset {key} holds {item.dtype}, not integers; re-create the shard")
+    if item.shape == ():
+        raise DataError(f"{path}: dataset {key} is a scalar, not one row per sequence; re-create the shard")
+    return np.asarray(item[()], dtype=np.int64)
+
+
+def _check_shapes(arrays: dict[str, np.ndarray], path: Path, packed: bool) -> None:
+    """Every field one row per sequence (or pack), the same number of rows in all, the per-token
+    fields as wide as input_ids and the per-prediction ones as masked_lm_positions."""
+    rows = {k: len(v) for k, v in arrays.items()}
+    if len(set(rows.values())) != 1:
+        detail = ", ".join(f"{k} {n}" for k, n in rows.items())
+        raise DataError(f"{path}: datasets of different numbers of rows ({detail}); the shard is damaged, re-create it")
+    tokens = [k for k in ("input_ids", "input_mask", "segment_ids", "positions") if k in arrays]
+    groups = [tokens, ["masked_lm_positions", "masked_lm_ids"]]
+    if packed:
+        groups.append(["next_sentence_positions", "next_sentence_labels", "next_sentence_weights"])
+    for group in groups:
+        shapes = {k: arrays[k].shape for k in group}
+        if any(len(s) != 2 for s in shapes.values()) or len(set(shapes.values())) != 1:
+            detail = ", ".join(f"{k} {s}" for k, s in shapes.items())
+            raise DataError(f"{path}: datasets of mismatched shapes ({detail}); the shard is damaged, re-create it")
 
 
 def _concat(parts: list[np.ndarray], pad: bool) -> np.ndarray:

@@ -52,20 +52,46 @@ def prepare(source: TextSource, layout: Layout, force: bool = False) -> Prepared
     folder = prepared_folder(source, layout)
     if force:
         discard_folder(folder)  # in one step: no half cache left looking complete
-    if not (folder / "meta.json").exists():
-        _build(source, layout, folder)
-    return load(folder)
+    if (folder / "meta.json").exists():
+        try:
+            return load(folder, layout)
+        except DataError:
+            # a broken cache (damaged, or made by a version that let the vocabulary outgrow the
+            # model) is never kept: removed in one step, then made anew below
+            discard_folder(folder)
+    _build(source, layout, folder)
+    try:
+        return load(folder, layout)
+    except DataError:
+        discard_folder(folder)
+        raise
 
 
-def load(folder: Path) -> PreparedBert:
+def load(folder: Path, layout: Layout | None = None) -> PreparedBert:
+    """The prepared data in `folder`, checked against `layout` where given (every id inside the
+    model's vocabulary): one DataError line where anything is missing, damaged or out of range."""
+    import zipfile
+    import zlib
+
+    from trainclock.workloads.bert.data.official import check_instances
+
     hint = "rebuild it with `trainclock data prepare <member> --force`"
     try:
         meta = json.loads((folder / "meta.json").read_text())
-        arrays = {split: dict(np.load(folder / f"{split}.npz")) for split in ("train", "eval")}
+        arrays = {}
+        for split in ("train", "eval"):
+            with np.load(folder / f"{split}.npz", allow_pickle=False) as saved:
+                arrays[split] = {k: saved[k] for k in saved.files}
         vocab = int(meta["tokenizer_vocab_size"])
-    except (OSError, ValueError, KeyError, TypeError) as e:
+        instances = {split: int(meta["instances"][split]) for split in ("train", "eval")}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, zipfile.BadZipFile, zlib.error) as e:
         raise DataError(f"prepared BERT data in {folder} is missing or corrupt ({type(e).__name__}); {hint}") from None
-    for split, expected in meta["instances"].items():
+    if layout is not None and vocab > layout.vocab_size:
+        raise DataError(f"prepared BERT data in {folder} has a vocabulary of {vocab:,} for a model of "
+                        f"{layout.vocab_size:,} embeddings; {hint}")
+    for split, expected in instances.items():
+        check_instances(arrays[split], f"prepared BERT data {folder / f'{split}.npz'}",
+                        None if layout is None else layout.vocab_size)
         if len(arrays[split]["input_ids"]) != expected:
             raise DataError(f"prepared BERT data in {folder} is corrupt ({split}.npz has the wrong size); {hint}")
     return PreparedBert(folder, arrays["train"], arrays["eval"], vocab)
@@ -91,11 +117,31 @@ def tokenize(source: TextSource, layout: Layout) -> tuple[Tokenizer, dict[str, n
 
 
 def wordpiece(texts, vocab_size: int) -> Tokenizer:
+    """A WordPiece vocabulary of at most `vocab_size` entries (the model's embeddings). The trainer
+    keeps every character it meets, and its ##-continuations, whatever vocab_size says: text of a
+    large alphabet (CJK: thousands of characters) outgrows the model. There the alphabet is limited
+    to the most frequent characters (the rest read as [UNK]) until the vocabulary fits; text that
+    fits at once (the tiers' English) is trained exactly as before, so their data and targets hold."""
+    texts = list(texts)
+    tokenizer, limit = _train_wordpiece(texts, vocab_size, None), None
+    while tokenizer.get_vocab_size() > vocab_size and limit != 1:
+        # a character and its ##-continuation may both enter: shrink the alphabet by the excess each time
+        size = tokenizer.get_vocab_size()
+        limit = vocab_size - len(SPECIALS) if limit is None else max(1, min(limit - 1, limit * vocab_size // size))
+        tokenizer = _train_wordpiece(texts, vocab_size, limit)
+    if tokenizer.get_vocab_size() > vocab_size:
+        raise DataError(f"the text's WordPiece vocabulary has {tokenizer.get_vocab_size():,} entries, more than the "
+                        f"model's {vocab_size:,} embeddings; give it text of a smaller alphabet")
+    return tokenizer
+
+
+def _train_wordpiece(texts: list[str], vocab_size: int, limit_alphabet: int | None) -> Tokenizer:
     tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)  # bert-large-uncased
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIALS, show_progress=False)
+    limit = {} if limit_alphabet is None else {"limit_alphabet": limit_alphabet}
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIALS, show_progress=False, **limit)
     tokenizer.train_from_iterator(texts, trainer=trainer)
     return tokenizer
 

@@ -5,6 +5,7 @@ bytes_list = 1, float_list = 2, int64_list = 3, each a repeated field 1, packed 
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,13 +37,21 @@ def masked_crc(data: bytes) -> int:
 
 def records(path: Path, verify: bool = True) -> Iterator[bytes]:
     """The payloads of a TFRecord file; a cut or corrupt record is a DataError naming the file."""
-    with open(path, "rb") as f:
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise DataError(f"cannot read TFRecord file {path} ({e.strerror}); check the path") from None
+    with f:
+        size = os.fstat(f.fileno()).st_size
         while header := f.read(12):
             if len(header) < 12:
                 raise DataError(f"{path}: truncated TFRecord header; re-copy the file")
             (length,), (length_crc,) = struct.unpack("<Q", header[:8]), struct.unpack("<I", header[8:])
             if verify and masked_crc(header[:8]) != length_crc:
                 raise DataError(f"{path}: corrupt TFRecord length (CRC mismatch); re-copy the file")
+            if length + 4 > size - f.tell():  # checked before reading: a length of 2^40 must not allocate it
+                raise DataError(f"{path}: a TFRecord of {length:,} bytes at byte {f.tell() - 12:,}, past the file's "
+                                f"end ({size:,} bytes); the file is truncated or damaged, re-copy it")
             payload, tail = f.read(length), f.read(4)
             if len(payload) < length or len(tail) < 4:
                 raise DataError(f"{path}: truncated TFRecord; re-copy the file")
@@ -54,6 +63,8 @@ def records(path: Path, verify: bool = True) -> Iterator[bytes]:
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
     result = shift = 0
     while True:
+        if shift > 63:
+            raise ValueError("a varint longer than 10 bytes")
         b = buf[pos]
         pos += 1
         result |= (b & 0x7F) << shift
@@ -70,13 +81,14 @@ def _fields(buf: bytes) -> Iterator[tuple[int, int, object]]:
         number, wire = key >> 3, key & 7
         if wire == 0:
             value, pos = _varint(buf, pos)
-        elif wire == 2:
-            size, pos = _varint(buf, pos)
+        elif wire in (1, 2, 5):
+            if wire == 2:
+                size, pos = _varint(buf, pos)
+            else:
+                size = 4 if wire == 5 else 8
+            if pos + size > len(buf):
+                raise ValueError(f"a field of {size} bytes at byte {pos} of a {len(buf)}-byte message")
             value, pos = buf[pos:pos + size], pos + size
-        elif wire == 5:
-            value, pos = buf[pos:pos + 4], pos + 4
-        elif wire == 1:
-            value, pos = buf[pos:pos + 8], pos + 8
         else:
             raise ValueError(f"unsupported protobuf wire type {wire}")
         yield number, wire, value
@@ -89,8 +101,13 @@ def _feature(buf: bytes) -> list:
             if kind == 1:
                 values.append(v)
             elif kind == 2:
-                values.extend(struct.unpack(f"<{len(v) // 4}f", v)) if wire == 2 else values.append(struct.unpack("<f", v)[0])
+                if not isinstance(v, bytes) or len(v) % 4:
+                    raise ValueError(f"a float feature of {len(v) if isinstance(v, bytes) else 'no'} bytes, "
+                                     "not a multiple of 4")
+                values.extend(struct.unpack(f"<{len(v) // 4}f", v))
             elif kind == 3:
+                if wire not in (0, 2):
+                    raise ValueError(f"an int64 feature of wire type {wire}")
                 if wire == 2:  # packed varints
                     pos = 0
                     while pos < len(v):
@@ -109,10 +126,12 @@ def parse_example(payload: bytes) -> dict[str, list]:
             continue
         for _, _, entry in _fields(features):
             key, value = None, b""
+            if not isinstance(entry, bytes):
+                raise ValueError("a feature entry that is not a message")
             for n, _, v in _fields(entry):
-                if n == 1:
+                if n == 1 and isinstance(v, bytes):
                     key = v.decode()
-                elif n == 2:
+                elif n == 2 and isinstance(v, bytes):
                     value = v
             out[key] = _feature(value)
     return out
@@ -128,14 +147,14 @@ def read_instances(paths: list[Path], seq_len: int, max_predictions: int) -> dic
                 example = parse_example(payload)
                 for key, column in columns.items():
                     column.append(example[key])
-            except (KeyError, ValueError, IndexError, UnicodeDecodeError) as e:
+            except (KeyError, ValueError, IndexError, TypeError, UnicodeDecodeError, struct.error) as e:
                 raise DataError(f"{path}: record {i} is not a BERT pre-training example ({type(e).__name__}: {e})") from None
     if not columns["input_ids"]:
         raise DataError(f"no examples in {', '.join(map(str, paths))}")
     try:
         out = {k: np.asarray(v, dtype=np.float32 if k == "masked_lm_weights" else np.int64) for k, v in columns.items()}
-    except ValueError:
-        raise DataError(f"examples of different lengths in {', '.join(map(str, paths))}; expected {seq_len} tokens "
+    except (ValueError, TypeError, OverflowError):
+        raise DataError(f"examples of different lengths or values outside int64 in {', '.join(map(str, paths))}; expected {seq_len} tokens "
                         f"and {max_predictions} predictions each") from None
     out["next_sentence_labels"] = out["next_sentence_labels"].reshape(-1)
     return out

@@ -7,6 +7,7 @@ only the speed-1.0 file is used, since speed perturbation happens on line)."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +39,14 @@ def read_tree(folder: Path) -> list[Utterance]:
                         "pass a split folder such as LibriSpeech/dev-clean")
     utterances = []
     for listing in transcripts:
-        for line in listing.read_text(encoding="utf-8").splitlines():
+        try:
+            text_lines = listing.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError as e:
+            raise DataError(f"{listing} is not UTF-8 text (byte {e.start}); LibriSpeech's transcripts are UTF-8 "
+                            "\"ID TRANSCRIPT\" lines: re-copy or re-encode the file") from None
+        except OSError as e:
+            raise DataError(f"cannot read {listing} ({e.strerror})") from None
+        for line in text_lines:
             if not line.strip():
                 continue
             key, _, text = line.partition(" ")
@@ -47,24 +55,58 @@ def read_tree(folder: Path) -> list[Utterance]:
                 raise DataError(f"{audio} is missing ({listing.name} lists {key})")
             try:
                 duration = soundfile.info(str(audio)).duration
-            except RuntimeError as e:
-                raise DataError(f"{audio} is not readable audio ({e})") from None
+            except (RuntimeError, OSError, ValueError, TypeError) as e:
+                raise DataError(f"{audio} is not readable audio ({str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__})") from None
             utterances.append(Utterance(str(audio), normalize(text), duration))
     return utterances
 
 
 def read_manifests(data_dir: Path, manifests: list[Path]) -> list[Utterance]:
-    """The utterances of the reference's JSON manifests (paths relative to data_dir)."""
+    """The utterances of the reference's JSON manifests (paths relative to data_dir); every entry
+    checked now, its speed-1.0 file included, so a bad one stops the run before it starts."""
     utterances = []
     for manifest in manifests:
+        hint = (f"{manifest} is not a reference LibriSpeech manifest (a JSON list of {{\"transcript\", "
+                "\"original_duration\", \"files\": [{\"fname\", \"speed\", \"duration\"}]}})")
         try:
             entries = json.loads(manifest.read_text(encoding="utf-8"))
-            for entry in entries:
-                original = next(f for f in entry["files"] if float(f.get("speed", 1)) == 1.0)
-                utterances.append(Utterance(str(data_dir / original["fname"]), normalize(entry["transcript"]),
-                                            float(entry["original_duration"])))
-        except (OSError, ValueError, KeyError, TypeError, StopIteration) as e:
-            raise DataError(f"{manifest} is not a reference LibriSpeech manifest ({type(e).__name__}: {e})") from None
+        except UnicodeDecodeError as e:
+            raise DataError(f"{manifest} is not UTF-8 text (byte {e.start}); re-create the manifest") from None
+        except OSError as e:
+            raise DataError(f"cannot read manifest {manifest} ({e.strerror})") from None
+        except ValueError as e:
+            raise DataError(f"{manifest} is not valid JSON ({e}); re-create the manifest") from None
+        if not isinstance(entries, list):
+            raise DataError(f"{hint}: it holds a JSON {type(entries).__name__}")
+        for number, entry in enumerate(entries):
+            where = f"{hint}: entry {number}"
+            if not isinstance(entry, dict):
+                raise DataError(f"{where} is {json.dumps(entry)[:60]}, not an object")
+            transcript, files = entry.get("transcript"), entry.get("files")
+            if not isinstance(transcript, str):
+                raise DataError(f"{where} has transcript {json.dumps(transcript)[:60]}, not a string")
+            if not isinstance(files, list) or not all(isinstance(f, dict) for f in files):
+                raise DataError(f"{where} has files {json.dumps(files)[:60]}, not a list of "
+                                "{\"fname\", \"speed\", \"duration\"} objects")
+            try:
+                duration = float(entry["original_duration"])
+                original = next(f for f in files if float(f.get("speed", 1)) == 1.0)
+            except KeyError:
+                raise DataError(f"{where} has no original_duration") from None
+            except (TypeError, ValueError):
+                raise DataError(f"{where} has a duration or speed that is not a number") from None
+            except StopIteration:
+                raise DataError(f"{where} lists no file of speed 1.0") from None
+            if not math.isfinite(duration) or duration < 0:
+                raise DataError(f"{where} has original_duration {duration}")
+            fname = original.get("fname")
+            if not isinstance(fname, str) or not fname:
+                raise DataError(f"{where} has fname {json.dumps(fname)[:60]}, not a path")
+            audio = data_dir / fname
+            if not audio.is_file():
+                raise DataError(f"{audio} is missing ({manifest.name} entry {number} lists {fname}; the paths are "
+                                f"relative to {data_dir})")
+            utterances.append(Utterance(str(audio), normalize(transcript), duration))
     return utterances
 
 

@@ -79,9 +79,20 @@ def prepare_official(folder: Path, vocab: int, force: bool = False) -> Corpus:
     evals = read_split(eval_path, folder)
     for spm in (folder / SPM_NAME, folder / "sentencepieces" / SPM_NAME):
         if spm.is_file():
+            tokenizer.load(spm, vocab)  # checked now: a garbage model fails `data prepare`, not the run
             return Corpus(train, evals, spm)
     key = hashlib.sha256(f"{FORMAT_VERSION}\0{folder.resolve()}\0{vocab}".encode()).hexdigest()[:12]
     spm = data_home() / "prepared" / f"rnnt-librispeech-{key}" / SPM_NAME
-    if force or not spm.is_file():
-        tokenizer.train((u.transcript for u in train), vocab, spm)
+    if not force and spm.is_file():
+        try:
+            tokenizer.load(spm, vocab)
+            return Corpus(train, evals, spm)
+        except DataError:
+            spm.unlink(missing_ok=True)  # a damaged cached model is never kept: trained again below
+    tokenizer.train((u.transcript for u in train), vocab, spm)
+    try:
+        tokenizer.load(spm, vocab)
+    except DataError:
+        spm.unlink(missing_ok=True)
+        raise
     return Corpus(train, evals, spm)

@@ -34,10 +34,23 @@ def read_captions_tsv(path: Path) -> list[tuple[int, int, str]]:
             rows = list(csv.DictReader(f, delimiter="\t"))
     except OSError as e:
         raise DataError(f"cannot read captions TSV {path} ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise DataError(f"captions TSV {path} is not UTF-8 text (byte {e.start}); write it as UTF-8, "
+                        "as the reference's val2014_30k.tsv is") from None
+    except csv.Error as e:
+        raise DataError(f"captions TSV {path} is not a readable TSV ({e}); it must be the COCO captions TSV "
+                        "(image_id, id, caption)") from None
     try:
-        return [(int(r["image_id"]), int(r["id"]), r["caption"]) for r in rows]
+        captions = [(int(r["image_id"]), int(r["id"]), r["caption"]) for r in rows]
     except (KeyError, TypeError, ValueError):
         raise DataError(f"{path} is not the COCO captions TSV (a header image_id, id, caption and integer ids)") from None
+    for number, (_, _, text) in enumerate(captions, start=2):
+        if not isinstance(text, str):
+            raise DataError(f"{path} line {number} has no caption; every row needs image_id, id and caption")
+    if not captions:
+        raise DataError(f"captions TSV {path} holds no captions; it must be the COCO captions TSV "
+                        "(a header image_id, id, caption and one row per caption)")
+    return captions
 
 
 def write_fid_stats(path: Path, mu: np.ndarray, sigma: np.ndarray, count: int) -> None:
@@ -45,11 +58,26 @@ def write_fid_stats(path: Path, mu: np.ndarray, sigma: np.ndarray, count: int) -
 
 
 def read_fid_stats(path: Path) -> dict[str, np.ndarray]:
+    import zipfile
+    import zlib
+
     try:
-        with np.load(path) as data:
+        with np.load(path, allow_pickle=False) as data:
             stats = {k: data[k] for k in data.files}
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error, AttributeError) as e:
         raise DataError(f"cannot read FID statistics {path} ({e}); it must be an .npz with mu and sigma") from None
-    if "mu" not in stats or "sigma" not in stats or stats["sigma"].shape != (len(stats["mu"]),) * 2:
+    if not isinstance(stats, dict) or "mu" not in stats or "sigma" not in stats:
         raise DataError(f"{path} lacks mu (d) and sigma (d x d), as pytorch-fid writes them")
+    mu, sigma = stats["mu"], stats["sigma"]
+    if (mu.ndim != 1 or len(mu) == 0 or sigma.shape != (len(mu),) * 2 or mu.dtype.kind not in "fiu"
+            or sigma.dtype.kind not in "fiu"):
+        raise DataError(f"{path} lacks mu (d) and sigma (d x d), as pytorch-fid writes them: it holds mu "
+                        f"{mu.dtype} {mu.shape} and sigma {sigma.dtype} {sigma.shape}")
+    if not (np.isfinite(mu).all() and np.isfinite(sigma).all()):
+        raise DataError(f"{path} holds non-finite values in mu or sigma; regenerate the FID statistics")
+    if "count" in stats:
+        count = stats["count"]
+        if count.shape != () or count.dtype.kind not in "iu" or int(count) < 2:
+            raise DataError(f"{path} has count {count.dtype} {count.shape}: it must be the number of reference "
+                            "images (an integer of at least 2)")
     return stats

@@ -84,6 +84,23 @@ def _cache_path(shards: list[Path], extra: list[Path]) -> Path:
     return data_home() / "prepared" / f"sd-shard-index-{h.hexdigest()[:16]}.npz"
 
 
+def _load_cache(cache: Path, shards: list[Path]) -> ShardIndex | None:
+    """The cached index, or None where it is missing or damaged in any way (a cut or overwritten .npz
+    raises BadZipFile, EOFError, zlib.error, ... or loads arrays that cannot be an index)."""
+    try:
+        with np.load(cache, allow_pickle=False) as saved:
+            index = ShardIndex(shards, np.asarray(saved["shard"]), np.asarray(saved["npy"]), np.asarray(saved["txt"]))
+    except Exception:  # noqa: BLE001 - a cache: whatever is wrong with it, the shards are scanned again
+        return None
+    n = len(index.shard) if index.shard.ndim == 1 else -1
+    if (n <= 0 or index.shard.dtype.kind not in "iu" or index.npy.dtype.kind not in "iu"
+            or index.txt.dtype.kind not in "iu" or index.npy.shape != (n, 2) or index.txt.shape != (n, 2)
+            or int(index.shard.min()) < 0 or int(index.shard.max()) >= len(shards)
+            or int(index.npy.min()) < 0 or int(index.txt.min()) < 0):
+        return None
+    return index
+
+
 def shard_index(folder: Path, keep: Callable[[], set[str] | None]) -> ShardIndex:
     """The index of the *.tar shards in `folder` (cached); `keep` gives the licensed keys (None: all),
     and is only called when the index must be built."""
@@ -91,11 +108,11 @@ def shard_index(folder: Path, keep: Callable[[], set[str] | None]) -> ShardIndex
     if not shards:
         raise DataError(f"no webdataset shards (*.tar) in {folder}")
     cache = _cache_path(shards, sorted(folder.glob("*.parquet")))
-    try:
-        with np.load(cache) as saved:
-            return ShardIndex(shards, saved["shard"], saved["npy"], saved["txt"])
-    except (OSError, KeyError, ValueError):
-        pass  # missing or damaged: rebuilt below (the data are the truth, the cache only saves a scan)
+    cached = _load_cache(cache, shards)
+    if cached is not None:
+        return cached
+    # missing or damaged: rebuilt below (the data are the truth, the cache only saves a scan) and
+    # written over the damaged copy, so no later run meets it again
     index = build_index(shards, keep())
     with atomic_writer(cache, "wb") as f:
         np.savez(f, shard=index.shard, npy=index.npy, txt=index.txt)
@@ -144,6 +161,9 @@ class LazyMoments:
                 array = np.load(io.BytesIO(self.reader.read(sample, self.reader.index.npy)), allow_pickle=False)
             except (ValueError, EOFError, OSError) as e:
                 raise DataError(f"{self.reader.where(sample)}: bad .npy ({e})") from None
+            if array.dtype.kind not in "fiu":
+                raise DataError(f"{self.reader.where(sample)}: moments of dtype {array.dtype}, expected numbers "
+                                "(float16 VAE moments, as the reference's laion400m scripts write them)")
             if array.ndim != 3 or (arrays and array.shape != arrays[0].shape):
                 raise DataError(f"{self.reader.where(sample)}: moments of shape {array.shape}, expected "
                                 f"{arrays[0].shape if arrays else '8 x h x w'} like the rest")

@@ -8,7 +8,7 @@ import torch
 from torch._subclasses.fake_tensor import (DataDependentOutputException, DynamicOutputShapeException,
                                            FakeTensorMode)
 from torchvision.models.detection._utils import Matcher
-from torchvision.models.detection.retinanet import RetinaNetHead
+from torchvision.models.detection.retinanet import RetinaNet, RetinaNetHead
 from torchvision.ops import box_iou
 
 from trainclock.workloads.detection.model import build_model
@@ -130,12 +130,12 @@ def test_the_batched_loss_reads_nothing_back_from_the_device():
 def test_the_retinanet_models_use_the_batched_head_and_train_on_the_same_loss(batched_matching: bool):
     shape = get_member("retinanet-tiny", "ssd").shape
     model = build_model(shape)
-    assert type(model.head) is BatchedRetinaNetHead
-    if batched_matching:  # not build_model's yet: the same model with match_anchors in its compute_loss
-        model.__class__ = BatchedRetinaNet
+    assert type(model) is BatchedRetinaNet and type(model.head) is BatchedRetinaNetHead
+    if not batched_matching:  # the batched loss after torchvision's per-image matching
+        model.__class__ = RetinaNet
     reference = build_model(shape)
     reference.load_state_dict(model.state_dict())
-    reference.head.__class__ = RetinaNetHead  # the same layers and weights, torchvision's loss
+    reference.__class__, reference.head.__class__ = RetinaNet, RetinaNetHead  # the same weights, torchvision's all through
     torch.manual_seed(1)
     images = [torch.rand(3, shape.min_size, shape.min_size) for _ in range(3)]
     boxes = [torch.tensor([[4.0, 6.0, 30.0, 40.0], [20.0, 10.0, 60.0, 28.0]]), torch.zeros(0, 4),

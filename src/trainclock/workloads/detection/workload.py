@@ -119,11 +119,10 @@ def official_folder(data: Path, convert: bool = True, force: bool = False) -> Pa
     """`data` itself, or for a folder of OpenImages v6 CSVs its MLPerf layout (converted when `convert`)."""
     if not openimages_csv.is_csv_folder(data):
         return data.expanduser()
-    folder = openimages_csv.converted_folder(data)
-    if convert or folder.exists():
+    if convert or openimages_csv.is_converted(data):
         return openimages_csv.convert(data, force)
-    raise UsageError(f"{data} holds OpenImages CSVs: convert them first (untimed) with "
-                     f"`trainclock data prepare ssd --data {data}`")
+    raise UsageError(f"{data} holds OpenImages CSVs not converted (or changed since): convert them first "
+                     f"(untimed) with `trainclock data prepare ssd --data {data}`")
 
 
 def data_folder(spec: DetectionSpec, data: str | None, force: bool = False) -> Path:
@@ -135,8 +134,12 @@ def data_folder(spec: DetectionSpec, data: str | None, force: bool = False) -> P
 
 
 def load_splits(spec: DetectionSpec, root: Path) -> tuple[Split, Split]:
-    first = 1 if spec.benchmark == "maskrcnn" else 0  # Mask R-CNN's label 0 is the background
-    return load_split(root, "train", first, keep_empty=False), load_split(root, "val", first, keep_empty=True)
+    """Both splits, labelled by the training split's category ids (the model's labels are those);
+    Mask R-CNN's every box needs a valid segmentation, RetinaNet's are ignored."""
+    masks = spec.benchmark == "maskrcnn"
+    first = 1 if masks else 0  # Mask R-CNN's label 0 is the background
+    train = load_split(root, "train", first, keep_empty=False, masks=masks)
+    return train, load_split(root, "val", first, keep_empty=True, categories=train.category_ids, masks=masks)
 
 
 def detection_job(spec: DetectionSpec, model: torch.nn.Module, batch, train: Split, val: Split,
@@ -155,7 +158,7 @@ def detection_job(spec: DetectionSpec, model: torch.nn.Module, batch, train: Spl
     def evaluate(m: torch.nn.Module, autocast, part: tuple[int, int]) -> EvalShard:
         if part != shard:
             raise RuntimeError(f"the eval batches were built for shard {shard}, asked for {part}")
-        return predict(m, evaluation, autocast, device, val.category_of, masks)
+        return predict(m, evaluation, autocast, device, train.category_of, masks)  # the model's labels
 
     def loss(m: torch.nn.Module, micro: dict) -> torch.Tensor:
         return sum(m(micro["images"], micro["targets"]).values())

@@ -15,7 +15,7 @@ import torch
 from PIL import Image, UnidentifiedImageError
 
 from trainclock.errors import DataError
-from trainclock.workloads.detection.data.layout import ImageRecord, Split
+from trainclock.workloads.detection.data.layout import ImageRecord, Split, pixel_limit
 
 
 def read_image(record: ImageRecord) -> torch.Tensor:
@@ -23,7 +23,10 @@ def read_image(record: ImageRecord) -> torch.Tensor:
     try:
         with Image.open(record.file) as image:
             array = np.asarray(image.convert("RGB"))
-    except (OSError, UnidentifiedImageError) as e:
+    except Image.DecompressionBombError:
+        raise DataError(f"image {record.file} has more pixels than PIL's decompression-bomb limit "
+                        f"({pixel_limit():,}): resize it or remove it from the labels") from None
+    except (OSError, UnidentifiedImageError, SyntaxError, ValueError, EOFError) as e:
         raise DataError(f"cannot decode image {record.file} ({type(e).__name__})") from None
     if array.shape[:2] != (record.height, record.width):
         raise DataError(f"image {record.file} is {array.shape[1]}x{array.shape[0]}, its labels say "

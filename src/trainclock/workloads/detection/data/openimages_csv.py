@@ -6,7 +6,8 @@ images are those with at least one box of them, and whose annotations are those 
 with iscrowd = IsGroupOf. The raw folder holds class-descriptions-boxable.csv (LabelName,
 DisplayName; no header), <split>-annotations-bbox.csv (or oidv6-train-annotations-bbox.csv; the
 columns below, coordinates in [0, 1]) and the images in train/ and validation/. The converted
-folder is written under a staging name and renamed whole, so its presence means complete."""
+folder (keyed by the CSVs' path, sizes and modification times: an edited CSV is converted anew)
+is written through storage.staged_folder, its marker last, so a folder holding it is complete."""
 
 from __future__ import annotations
 
@@ -15,14 +16,13 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from PIL import Image, UnidentifiedImageError
 
 from trainclock.errors import DataError
-from trainclock.storage import data_home, discard_folder
-from trainclock.workloads.detection.data.layout import OPENIMAGES_LABELS, OPENIMAGES_NAMES
+from trainclock.storage import data_home, discard_folder, staged_folder
+from trainclock.workloads.detection.data.layout import OPENIMAGES_LABELS, OPENIMAGES_NAMES, pixel_limit
 
 CLASS_FILE = "class-descriptions-boxable.csv"
 BOX_FILES = {"train": ("oidv6-train-annotations-bbox.csv", "train-annotations-bbox.csv"),
@@ -134,7 +134,10 @@ def labels_json(boxes: dict[str, list[tuple]], images: Path, data: Path) -> dict
         try:
             with Image.open(source) as image:
                 width, height = image.size
-        except (OSError, UnidentifiedImageError) as e:
+        except Image.DecompressionBombError:
+            raise DataError(f"image {source} has more pixels than PIL's decompression-bomb limit "
+                            f"({pixel_limit():,}): resize it or remove its rows from the CSVs") from None
+        except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as e:
             raise DataError(f"cannot read image {source} ({type(e).__name__})") from None
         _link(source, data / source.name)
         out_images.append({"id": number, "file_name": source.name, "height": height, "width": width})
@@ -153,23 +156,51 @@ def _link(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
 
 
-def converted_folder(raw: Path) -> Path:
+MARKER = "converted.json"  # written last: a folder holding it is complete
+
+
+def source_files(raw: Path) -> list[Path]:
+    """The CSVs a conversion reads (those present)."""
+    names = [CLASS_FILE, *(name for names in BOX_FILES.values() for name in names)]
+    return [raw / name for name in names if (raw / name).is_file()]
+
+
+def _stamp(raw: Path) -> str:
+    """The CSVs' names, sizes and modification times: an edited CSV is a new conversion."""
+    parts = []
+    for path in source_files(raw):
+        stat = path.stat()
+        parts.append(f"{path.name}\0{stat.st_size}\0{stat.st_mtime_ns}")
+    return "\0\0".join(parts)
+
+
+def _prefix(raw: Path) -> str:
     key = hashlib.sha256(str(Path(raw).expanduser().resolve()).encode()).hexdigest()[:10]
-    return data_home() / "prepared" / f"openimages-mlperf-{key}"
+    return f"openimages-mlperf-{key}-"
+
+
+def converted_folder(raw: Path) -> Path:
+    """Where the conversion of `raw`'s CSVs as they are now lives (keyed by their path, sizes and mtimes)."""
+    raw = Path(raw).expanduser()
+    stamp = hashlib.sha256(_stamp(raw).encode()).hexdigest()[:10]
+    return data_home() / "prepared" / f"{_prefix(raw)}{stamp}"
+
+
+def is_converted(raw: Path) -> bool:
+    return (converted_folder(raw) / MARKER).is_file()
 
 
 def convert(raw: Path, force: bool = False) -> Path:
-    """The MLPerf layout of the OpenImages CSV folder `raw` (made now if missing or `force`)."""
+    """The MLPerf layout of the OpenImages CSV folder `raw` (made now if missing, if its CSVs changed
+    since, or if `force`); conversions of older versions of the CSVs are removed."""
     raw = Path(raw).expanduser()
     folder = converted_folder(raw)
     if force:
         discard_folder(folder)  # in one step: no half cache left looking complete
-    if folder.exists():
+    if (folder / MARKER).is_file():
         return folder
     known, classes = read_classes(raw / CLASS_FILE)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
-    try:
+    with staged_folder(folder, MARKER) as staging:
         for split, name in OPENIMAGES_NAMES.items():
             boxes = read_boxes(_box_file(raw, split), known, classes)
             if not boxes:
@@ -178,8 +209,8 @@ def convert(raw: Path, force: bool = False) -> Path:
             data.mkdir(parents=True)
             labels.parent.mkdir(parents=True)
             labels.write_text(json.dumps(labels_json(boxes, raw / name, data)))
-        os.rename(staging, folder)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        (staging / MARKER).write_text(json.dumps({"raw": str(raw.resolve()), "sources": _stamp(raw).split("\0\0")}))
+    for stale in folder.parent.glob(f"{_prefix(raw)}*"):  # conversions of the CSVs as they were before
+        if stale.name != folder.name:
+            discard_folder(stale)
     return folder
-

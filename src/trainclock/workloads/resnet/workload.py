@@ -71,10 +71,11 @@ class ResNetWorkload:
             spec = replace(spec, loader_workers=check_workers(settings.extra["loader_workers"]))
         if settings.extra.get("decode_on_device") is not None:
             spec = replace(spec, decode_on_device=settings.extra["decode_on_device"])
-        if spec.dataset == "imagenet" and device.type != "meta":  # refused now, before the run measures the machine
-            if settings.data is None:
+        if device.type != "meta":  # a bad folder is refused now, before the run measures the machine
+            if settings.data is None and spec.dataset == "imagenet":
                 raise UsageError(NEEDS_DATA)
-            scan(settings.data)
+            if settings.data is not None:
+                scan(settings.data)
         return with_batch_settings(spec, settings, layout, "images")
 
     def build_job(self, spec: ResNetSpec, ctx: ParallelContext, device: torch.device, seed: int,
@@ -114,8 +115,8 @@ class ResNetWorkload:
 
     def write_sample_data(self, member: str, folder: Path, samples: int, seed: int) -> str:
         spec = get_member(member)
-        if samples <= 0:
-            raise UsageError(f"sample data needs at least one training image, got {samples}")
+        if samples < 2:  # one image a class, and a classifier needs two classes
+            raise UsageError(f"resnet sample data needs at least 2 training images (2 classes), got {samples}")
         if spec.dataset == "imagenet":
             return str(write_imagenet(Path(folder), samples, seed))
         return str(write_tier(Path(folder), samples, seed, CLASSES, 28))  # the export's side (load_folder)

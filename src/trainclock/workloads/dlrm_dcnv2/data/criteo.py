@@ -66,6 +66,7 @@ def read_day(folder: Path, day: int, multi_hot: tuple[int, ...]) -> Day:
         if n != len(dense):
             raise DataError(f"day {day} in {folder}: {name} has {n:,} rows but the dense features {len(dense):,}; "
                             f"the day's files must hold the same samples: {FIX}")
+    check_labels(paths["labels"], labels)
     widths = tuple(a.shape[1] for a in sparse)
     if widths != tuple(multi_hot):
         source = paths["multi_hot"] if paths["multi_hot"].is_file() else paths["one_hot"]
@@ -74,10 +75,26 @@ def read_day(folder: Path, day: int, multi_hot: tuple[int, ...]) -> Day:
     return Day(dense, labels, sparse)
 
 
+LABEL_CHUNK = 1 << 24  # rows checked at a time: 64 MB of a day's mapped labels in memory at once
+
+
+def check_labels(path: Path, labels: np.ndarray) -> None:
+    """Clicks are 0 or 1: a 7 or a -3 would train (BCE takes any float) and then fail the first
+    evaluation's AUC, mid-run. Read in chunks: a full-size day's labels are ~800 MB."""
+    for start in range(0, len(labels), LABEL_CHUNK):
+        chunk = np.asarray(labels[start:start + LABEL_CHUNK])
+        wrong = np.flatnonzero(chunk & ~1)  # 0 and 1 only: any other int32 has a bit set besides the lowest
+        if wrong.size:
+            row = start + int(wrong[0])
+            values = ", ".join(str(v) for v in np.unique(chunk[wrong])[:4])
+            raise DataError(f"{path}: labels must be 0 or 1 (no click, click), found {values} (first at row {row:,}); "
+                            f"{FIX}")
+
+
 def _npy(path: Path, dtype) -> np.ndarray:
     try:
         array = np.load(path, mmap_mode="r")
-    except (OSError, ValueError, EOFError) as e:
+    except Exception as e:  # numpy's header parser raises many kinds (ValueError, SyntaxError, TokenError, ...)
         raise DataError(f"{path} is not a readable .npy file (truncated or corrupt: {_first_line(e)}); {FIX}") from None
     if array.dtype != dtype:
         raise DataError(f"{path} holds {array.dtype}, not {np.dtype(dtype)}; {FIX}")
@@ -95,7 +112,9 @@ def _npz_members(path: Path) -> list[np.ndarray]:
                     raise DataError(f"{path} lacks the array {t!r} (one per table, \"0\" to \"{TABLES - 1}\"); {FIX}")
                 arrays.append(_member(archive, path, name))
             return arrays
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+    except DataError:
+        raise
+    except Exception as e:  # zipfile's and numpy's header readers raise many kinds for a damaged file
         raise DataError(f"{path} is not a readable .npz file (truncated or corrupt: {_first_line(e)}); {FIX}") from None
 
 
@@ -131,4 +150,4 @@ def write_day(folder: Path, day: int, dense: np.ndarray, labels: np.ndarray, spa
 
 
 def _first_line(e: BaseException) -> str:
-    return (str(e).splitlines() or [type(e).__name__])[0]
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]

@@ -46,6 +46,10 @@ def _split(root: Path, name: str, classes: tuple[str, ...] | None) -> tuple[tupl
     if classes is not None and set(found) - set(classes):
         extra = ", ".join(sorted(set(found) - set(classes))[:3])
         raise DataError(f"{folder} has classes that train/ lacks ({extra}); both splits need the same class folders")
+    if classes is not None and set(classes) - set(found):
+        missing = ", ".join(sorted(set(classes) - set(found))[:3])
+        raise DataError(f"{folder} lacks class folders that train/ has ({missing}); both splits need the same class "
+                        f"folders (an empty one is allowed in {name}/)")
     classes = classes or found
     files: list[str] = []
     labels: list[int] = []
@@ -55,6 +59,9 @@ def _split(root: Path, name: str, classes: tuple[str, ...] | None) -> tuple[tupl
             raise DataError(f"{folder / cls} has no images (.JPEG/.jpg/.png); remove the class or add its images")
         files += images
         labels += [label] * len(images)
+    if name == "train" and len(classes) < 2:  # torchmetrics would refuse it at the first evaluation, mid-run
+        raise DataError(f"{folder} has {len(classes)} class folder ({classes[0]}); a classifier needs at least 2 "
+                        f"classes: add the other classes' folders ({LAYOUT})")
     if not files:
         raise DataError(f"{folder} holds no images (.JPEG/.jpg/.png) in its class folders ({LAYOUT})")
     return classes, Split(tuple(files), tuple(labels))

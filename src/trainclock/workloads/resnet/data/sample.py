@@ -47,8 +47,8 @@ def write_tree(root: Path, classes: Sequence[str], counts: dict[str, Sequence[in
         for split, per_class in counts.items():
             number = 0
             for c, count in enumerate(per_class):
-                if count:
-                    (root / split / classes[c]).mkdir(parents=True, exist_ok=True)
+                # every class folder in every split, if empty: scan refuses splits whose classes differ
+                (root / split / classes[c]).mkdir(parents=True, exist_ok=True)
                 for i in range(count):
                     number += 1
                     path = image_path(root, split, classes[c], number if split == "val" else i + 1)
@@ -76,7 +76,8 @@ def spread(samples: int, classes: int) -> list[int]:
 def write_images(root: Path, samples: int, seed: int, classes: Sequence[str], sizes: Sequence[tuple[int, int]],
                  slope: float, channels: int = 3) -> Path:
     """`samples` training images spread over the classes (every train class folder needs one, so
-    there are at most `samples` classes) and the smallest validation set the loader takes: one image."""
+    there are at most `samples` classes, and at least 2: scan refuses fewer) and the smallest
+    validation set the loader takes: one image."""
     rng = np.random.default_rng([seed, channels])
     classes = list(classes)[:samples]
     largest = max(max(size) for size in sizes)

@@ -13,6 +13,8 @@ import numpy as np
 from trainclock.errors import DataError
 from trainclock.workloads.unet3d.data.evaluation_cases import EVALUATION_CASES
 
+MAX_LABEL = 2  # labels 0 background, 1 kidney, 2 tumour
+
 
 @dataclass(frozen=True)
 class Case:
@@ -41,14 +43,19 @@ def load_case(folder: Path, name: str, min_shape: tuple[int, ...]) -> Case:
     try:
         image = np.load(x_path, mmap_mode="r", allow_pickle=False)
         label = np.load(y_path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise DataError(f"{folder / name}_[xy].npy: unreadable .npy ({e}); re-run the preprocessing") from None
+    except Exception as e:  # numpy's header parser raises many kinds (ValueError, SyntaxError, TokenError, ...)
+        reason = " ".join(f"{type(e).__name__}: {e}".split())
+        raise DataError(f"{folder / name}_[xy].npy: unreadable .npy ({reason}); re-run the preprocessing") from None
     if image.ndim != 4 or image.shape[0] != 1 or image.shape != label.shape:
         raise DataError(f"{folder / name}: image {image.shape} and label {label.shape} must both be 1xDxHxW and equal; "
                         "re-run the preprocessing")
     if image.dtype != np.float32 or label.dtype != np.uint8:
         raise DataError(f"{folder / name}: image must be float32 and label uint8 (got {image.dtype}, {label.dtype}); "
                         "re-run the preprocessing")
+    if label.size and int(label.max()) > MAX_LABEL:  # uint8: never below 0; a chunked read of the mapped file
+        values = ", ".join(str(v) for v in np.unique(label[label > MAX_LABEL])[:4])
+        raise DataError(f"{y_path}: labels must be 0, 1 or 2 (background, kidney, tumour), found {values}; "
+                        "re-run the preprocessing from KiTS19's segmentation.nii.gz")
     if any(s < m for s, m in zip(image.shape[1:], min_shape)):
         raise DataError(f"{folder / name}: volume {image.shape[1:]} is smaller than the patch {min_shape}; "
                         "preprocessing pads every case to at least the patch shape, re-run it")

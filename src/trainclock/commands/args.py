@@ -37,3 +37,13 @@ MAX_SEED = 2**31 - 1  # numpy's and torch's generators both take it; seeds are l
 def seed(value: int | None) -> None:
     if value is not None and not 0 <= value <= MAX_SEED:
         raise UsageError(f"--seed {value} is out of range; use 0 to {MAX_SEED}")
+
+
+MAX_NODES = 100_000  # far past the largest MLPerf Training systems (10,752 GPUs: 1,344 nodes of 8)
+MAX_PROCS_PER_NODE = 1_024  # processes on one node: GPUs (8 to 16) or CPU processes (at most its cores)
+
+
+def at_most(flag: str, value, limit: int) -> None:
+    """A count past any real machine (a typo, an extra zero) is refused before anything is written."""
+    if value is not None and value > limit:
+        raise UsageError(f"{flag} {value:,} is more than trainclock supports; use 1 to {limit:,}")

@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from trainclock.commands import args as checks
 from trainclock.errors import UsageError
 
 _RUN_HELP = "arguments after `--` go to `trainclock run` on every node (e.g. -- --max-samples 4096 --fsdp)"
@@ -62,7 +63,8 @@ def check_run_args(benchmark: str, run_args: list[str], owned: dict[str, str]) -
             raise UsageError(f"{flag} is set by this command, not passed to `trainclock run`; {owned[flag]}")
     sub = argparse.ArgumentParser().add_subparsers(parser_class=_RaisingParser)
     run.register(sub)
-    sub.choices["run"].parse_args([benchmark, *run_args])
+    parsed = sub.choices["run"].parse_args([benchmark, *run_args])
+    run.check_names(parsed)  # a --system or --data the run would refuse, refused before the job queues
 
 
 def register(sub) -> None:
@@ -125,6 +127,8 @@ def main(args) -> int:
     from trainclock.workloads import registry
 
     registry.find(args.benchmark)  # an unknown name fails here, not on the cluster
+    checks.at_most("--nodes", args.nodes, checks.MAX_NODES)  # the lower bounds: distributed.slurm/k8s check_shape
+    checks.at_most("--gpus-per-node", args.gpus_per_node, checks.MAX_PROCS_PER_NODE)
     check_run_args(args.benchmark, args.run_args, _OWNED)
     return _slurm(args) if args.scheduler == "slurm" else _k8s(args)
 

@@ -4,19 +4,25 @@ makes a whole entry and prints its official score."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import re
+import signal
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from trainclock.commands import args as checks
 from trainclock.distributed.layout import PP_SCHEDULES
-from trainclock.errors import UsageError
+from trainclock.errors import DataError, UsageError
 
 STATUS_FILE_ENV = "TRAINCLOCK_STATUS_FILE"  # where rank 0 tells the launching process how the run ended
 # Exit codes: 0 target reached, 1 stopped at a limit (aborted), 2 bad input, 3 a process failed
 PROCESS_FAILED = 3
 MAX_RUNS = 100
+# a system name is one folder name under results/ and a file name under systems/
+SYSTEM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
 NAME = "run"
 WORKLOAD_FLAGS = "the benchmark's own flags"  # the argument group a workload's add_arguments fills
 
@@ -100,6 +106,53 @@ def _workload_flags(args) -> dict:
 
 
 def main(args) -> int:
+    """The command; SIGTERM (how batch schedulers stop a job) ends a run as Ctrl-C does."""
+    with _sigterm_as_interrupt():
+        try:
+            return _main(args)
+        except DataError as e:
+            raise _data_error(args.data, e) from None
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """While the command runs, SIGTERM raises KeyboardInterrupt in the main thread: the run closes
+    its log (aborted, or kept for --resume), and the process exits 130 with one line."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _data_error(data: str | None, e: DataError) -> DataError:
+    """A benchmark that wants a data folder reports a file given to --data as missing: say what it is."""
+    if data and "does not exist" in str(e) and Path(data).exists() and not Path(data).is_dir():
+        return DataError(f"--data {data} is a file, not a folder; give the folder of the benchmark's data "
+                         "(see `trainclock data --help`)")
+    return e
+
+
+def check_names(args) -> None:
+    """--system names a folder under --out (and a file under systems/): one safe path component;
+    --data, when given, names something."""
+    name = args.system
+    if name is not None and not SYSTEM_NAME.fullmatch(name):
+        shown = name if len(name) <= 60 else name[:60] + "..."
+        raise UsageError(f"--system {shown!r} is not a system name; use one name of letters, digits, '.', '_', "
+                         "'+' and '-' (no '/', not starting with '.' or '-', at most 128 characters)")
+    if args.data is not None and not args.data.strip():
+        raise UsageError("--data is empty; give the data source, or leave --data out for the benchmark's own")
+
+
+def _main(args) -> int:
     from trainclock.distributed import env as dist_env
     from trainclock.distributed.layout import Layout
     from trainclock.workloads import registry
@@ -107,6 +160,9 @@ def main(args) -> int:
     workload, member = registry.find(args.benchmark)
     for flag in ("max_minutes", "max_samples", "checkpoint_every", "nproc", "nnodes", "micro_batch"):
         checks.positive("--" + flag.replace("_", "-"), getattr(args, flag))
+    checks.at_most("--nproc", args.nproc, checks.MAX_PROCS_PER_NODE)
+    checks.at_most("--nnodes", args.nnodes, checks.MAX_NODES)
+    check_names(args)
     checks.not_negative("--max-restarts", args.max_restarts)
     checks.not_negative("--profile", args.profile)
     if not 0 <= args.node_rank < args.nnodes:
@@ -142,8 +198,13 @@ def main(args) -> int:
     codes, logs = [], []
     for i in range(args.runs):
         print(f"trainclock: run {i + 1} of {args.runs}")
-        code, log = _run_once(args, workload, spec, settings, layout, device,
-                              None if args.seed is None else args.seed + i, want_log=True)
+        try:
+            code, log = _run_once(args, workload, spec, settings, layout, device,
+                                  None if args.seed is None else args.seed + i, want_log=True)
+        except KeyboardInterrupt:
+            if env.is_main:
+                _score_interrupted_entry(logs, args.runs)
+            raise
         codes.append(code)
         logs.append(log)
     return _score_entry(logs, codes)
@@ -270,6 +331,10 @@ def _launch_all(args, name: str, layout, world: int) -> int:
             code = run_under_torchrun(torchrun_command([*child, *seed], args.nproc, args.nnodes, args.node_rank, args.rdzv,
                                                        args.max_restarts, run_id), {STATUS_FILE_ENV: str(status_file)})
             status, _, log = (status_file.read_text() if status_file.exists() else "").partition("\n")
+        if code == 130:  # torchrun interrupted (Ctrl-C or SIGTERM): the runs finished are scored
+            if args.runs > 1 and args.node_rank == 0:
+                _score_interrupted_entry(logs, args.runs)
+            raise KeyboardInterrupt
         if code:
             print(f"trainclock: error: the distributed run failed (torchrun exit code {code}); the failing ranks are named above",
                   file=sys.stderr)
@@ -334,6 +399,23 @@ def _score_entry(logs: list[Path | None], codes: list[int]) -> int:
         return 0
     print(f"trainclock: the entry has no score ({entry.verdict}: {'; '.join(entry.reasons) or 'see above'})")
     return 1
+
+
+def _score_interrupted_entry(logs: list[Path | None], asked: int) -> None:
+    """An entry stopped part-way: the runs it finished, scored by the same rules and said to be
+    incomplete (fewer runs than asked for), whatever the review makes of them."""
+    from trainclock.review.render import print_review
+    from trainclock.review.tree import review_logs
+
+    made = [log for log in logs if log is not None]
+    if not made:
+        print(f"trainclock: the entry was interrupted in its first run of {asked}: no run to score")
+        return
+    entry = review_logs(made)
+    print_review([entry], verbose=True)
+    finished = (f"{entry.score_minutes:.4f} min over the {len(made)} finished runs" if entry.score_minutes is not None
+                else f"no score ({entry.verdict}: {'; '.join(entry.reasons) or 'see above'})")
+    print(f"trainclock: the entry is incomplete: interrupted after {len(made)} of {asked} runs; {finished}")
 
 
 def _import_result(log_path: Path, db_url: str | None) -> None:

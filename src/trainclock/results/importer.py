@@ -17,6 +17,7 @@ since an entry without runs would carry a score nothing backs.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -27,9 +28,10 @@ from pathlib import Path
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
-from trainclock.errors import DataError
+from trainclock.errors import DataError, TrainclockError
+from trainclock.mllog.reader import MARKER
 from trainclock.review.entry import EntryReview, review_entry
-from trainclock.review.tree import entry_context, review_path
+from trainclock.review.tree import entry_context, find_entries, review_path
 from trainclock.results.db import Store, open_store, write
 from trainclock.results.models import Entry, Eval, Finding, Run, System
 from trainclock.results.records import EntryRecord, RunRecord, entry_record
@@ -78,7 +80,15 @@ def import_paths(paths: Sequence[Path], db: str | None = None, round_: str | Non
     """Review everything under `paths` (logs, benchmark folders, result trees) and import it."""
     with open_store(db) as store:  # a bad URL or a server that is down fails before a long review
         started = time.perf_counter()
-        entries = [entry for path in paths for entry in review_path(Path(path), round_, rcp_dir)]
+        entries = []
+        for path in paths:
+            try:
+                entries += review_path(Path(path), round_, rcp_dir)
+            except DataError:
+                _refuse_long_names_in(Path(path))  # a name too long for a rule file's name fails the review
+                raise
+        for entry in entries:
+            _refuse_long_names(entry)
         reviewed = time.perf_counter()
         report = import_entries(store, entries, rcp_dir)
     report.review_seconds = reviewed - started
@@ -86,6 +96,56 @@ def import_paths(paths: Sequence[Path], db: str | None = None, round_: str | Non
         more = f" (and {len(report.skipped) - 1} more)" if len(report.skipped) > 1 else ""
         raise DataError(f"nothing imported: {report.skipped[0]}{more}")
     return report
+
+
+# the header values the store keeps as names, and the review looks rule files up by (<division>_<benchmark>.yaml)
+NAMED = ("submission_benchmark", "submission_division", "submission_org", "submission_platform", "trainclock_workload")
+MAX_NAME = 200  # characters: the longest real ones are a few dozen; a file name may not pass 255 bytes
+_HEADER_BYTES = 1 << 20  # the header (before run_start) is read this far, at most, when a review failed
+
+
+def _long_name_error(log: Path, key: str, value: str) -> DataError:
+    return DataError(f"{log}: its {key} is {len(value):,} characters long; a name may have at most {MAX_NAME}: "
+                     "fix the log's header, or leave the log out")
+
+
+def _refuse_long_names(entry: EntryReview) -> None:
+    """A benchmark (org, system, ...) name no real submission has is refused, not stored."""
+    for run in entry.runs:
+        for key in NAMED:
+            value = run.header.get(key)
+            if isinstance(value, str) and len(value) > MAX_NAME:
+                raise _long_name_error(run.path, key, value)
+
+
+def _refuse_long_names_in(path: Path) -> None:
+    """After a failed review: the log under `path` whose header names something too long, if any."""
+    try:
+        folders = find_entries(path)
+    except (TrainclockError, OSError):
+        return
+    for _, logs in folders:
+        for log in logs:
+            try:
+                if not log.is_file():  # a FIFO would block the read
+                    continue
+                with open(log, "rb") as f:
+                    head = f.read(_HEADER_BYTES)
+            except OSError:
+                continue
+            for line in head.decode(errors="replace").splitlines():
+                _, marker, event = line.partition(MARKER)
+                if not marker:
+                    continue
+                try:
+                    record = json.loads(event)
+                except ValueError:
+                    continue
+                key = record.get("key") if isinstance(record, dict) else None
+                if key == "run_start":
+                    break
+                if key in NAMED and isinstance(record.get("value"), str) and len(record["value"]) > MAX_NAME:
+                    raise _long_name_error(log, key, record["value"])
 
 
 def import_run(log_path: Path, db_url: str | None = None) -> ImportReport:

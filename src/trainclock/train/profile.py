@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -22,6 +24,36 @@ EVALUATION = "evaluation"  # not the step: left out of the step's wall time
 REGIONS = (BATCH, FORWARD_BACKWARD, OPTIMIZER, LOSS_SYNC, LOGGING, EVALUATION)
 SKIP_STEPS = 2  # the first steps warm caches and allocators: not what a run spends its time on
 TOP_OPERATORS = 12
+# what Kineto (the profiler's C++ side) writes straight to file descriptor 2: its own bookkeeping
+# ("USDT: ... profiler_start") and, on a machine without a GPU, "ERROR: ... gpuGetDeviceCount failed"
+_KINETO_LINE = re.compile(r"(USDT|ERROR|WARNING|INFO|STAGE|VERBOSE):\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \d+:\d+ \S+:\d+\] ")
+
+
+@contextlib.contextmanager
+def native_stderr_filtered():
+    """Keep Kineto's lines out of the user's output: file descriptor 2 goes to a temporary file
+    while the profiler starts, steps and stops, and every other line written meanwhile is passed on."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no file descriptor 2 to borrow
+        yield
+        return
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            text = capture.read().decode(errors="replace")
+            kept = "".join(line for line in text.splitlines(keepends=True) if not _KINETO_LINE.match(line))
+            if kept:
+                sys.stderr.write(kept)
+                sys.stderr.flush()
 
 
 @dataclass(frozen=True)
@@ -48,10 +80,11 @@ class StepProfiler:
 
     def __init__(self, steps: int, trace: Path) -> None:
         self.steps, self.trace = steps, trace
-        self._profiler = profile(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])],
-                                 schedule=schedule(wait=SKIP_STEPS - 1, warmup=1, active=steps, repeat=1),
-                                 on_trace_ready=self._finish)
-        self._profiler.start()
+        with native_stderr_filtered():
+            self._profiler = profile(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])],
+                                     schedule=schedule(wait=SKIP_STEPS - 1, warmup=1, active=steps, repeat=1),
+                                     on_trace_ready=self._finish)
+            self._profiler.start()
         self._seen, self._wall, self._last = 0, 0.0, time.perf_counter()
         self.report: ProfileReport | None = None
 
@@ -65,13 +98,15 @@ class StepProfiler:
         self._seen += 1
         if self._seen > SKIP_STEPS:
             self._wall += now - self._last
-        self._profiler.step()
+        with native_stderr_filtered():  # a step starts or stops the profiler, and finishes its report
+            self._profiler.step()
         self._last = time.perf_counter()  # the profiler's own bookkeeping is not the loop's
 
     def close(self) -> None:
         """A run that ends before the profiled steps do reports what it profiled."""
         if self.report is None:
-            self._profiler.stop()
+            with native_stderr_filtered():
+                self._profiler.stop()
 
     def _finish(self, prof) -> None:
         averages = prof.key_averages()

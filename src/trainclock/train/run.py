@@ -16,8 +16,10 @@ past the files) is reported in one line and skipped for the one before it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import shutil
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,6 +27,7 @@ from typing import TypeVar
 
 import torch
 import torch.distributed as dist
+from torch.distributed.checkpoint.api import CheckpointException
 
 from trainclock.device import system
 from trainclock.device.peak import DTYPES, matmul_peak_flops, resolve_precision
@@ -32,7 +35,7 @@ from trainclock.distributed import env as dist_env
 from trainclock.distributed.checkpoint import Checkpointer, ModelSnapshots, newest_intact, read_meta, step_folders
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
-from trainclock.errors import DataError, UsageError
+from trainclock.errors import DataError, ResourceError, UsageError
 from trainclock.mllog import NullLog, RunLog
 from trainclock.mllog.reader import read_events
 from trainclock.mllog.time_to_train import time_to_train_ms
@@ -161,17 +164,53 @@ def _execute(request: RunRequest, ctx: ParallelContext) -> RunResult | None:
                                                                    "restart_count": env.restart_count})
         else:
             log.end("init_stop")
-    except BaseException:
+    except BaseException as e:
         if not resume_meta:
             log.discard()
+        else:
+            log.close()
+        problem = _disk_problem(e)
+        if problem is not None:
+            raise _disk_error(problem, log_path.parent, resumable=bool(resume_meta)) from None
         raise
 
     system_path = request.out / "systems" / f"{system_name}.json"
     metrics_path = log_path.with_name(log_path.stem + ".metrics.jsonl")
+    try:
+        return _train_and_finish(request, ctx, job, optimizer, state, log, log_path, metrics_path, system_path,
+                                 system_name, checkpointer, checkpoints, resume_meta, peak, seed)
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM from a batch scheduler (the run command makes it one)
+        if env.is_main:
+            _close_interrupted(log, checkpoints, metrics_path)
+        raise
+    except BaseException as e:
+        if _wraps_interrupt(e):  # a checkpoint save interrupted: torch wraps the KeyboardInterrupt
+            if env.is_main:
+                _close_interrupted(log, checkpoints, metrics_path)
+            raise KeyboardInterrupt from None
+        problem = _disk_problem(e)
+        if problem is None:
+            raise
+        if env.is_main:
+            resumable = _close_after_disk_problem(log, checkpoints, metrics_path, log_path)
+        else:
+            resumable = False
+        raise _disk_error(problem, checkpoints if _is_checkpoint_error(e) else log_path.parent, resumable) from None
+
+
+def _train_and_finish(request: RunRequest, ctx: ParallelContext, job: TrainJob, optimizer, state, log, log_path: Path,
+                      metrics_path: Path, system_path: Path, system_name: str, checkpointer: Checkpointer,
+                      checkpoints: Path, resume_meta: dict | None, peak: float, seed: int) -> RunResult | None:
+    """The timed part of a run, after init: train, then close the log under its final name."""
+    options = request.options
+    env, device = ctx.env, options.device
     if env.is_main:
         description = system.describe(system_name, device, request.org, job.division, request.status,
                                       accelerators_per_node=env.world_size if device.type == "cuda" else 0)
-        atomic_write_text(system_path, json.dumps(description, indent=2) + "\n")
+        try:
+            atomic_write_text(system_path, json.dumps(description, indent=2) + "\n")
+        except OSError as e:  # named by the file it makes, not the temporary it writes first
+            raise OSError(e.errno, e.strerror, str(system_path)) from e
     metrics = _open_metrics(metrics_path, resume_meta["offsets"]["metrics"] if resume_meta else None) if env.is_main else open(os.devnull, "w")
 
     def save_checkpoint(loop_state: LoopState) -> None:
@@ -194,6 +233,84 @@ def _execute(request: RunRequest, ctx: ParallelContext) -> RunResult | None:
     achieved = outcome.samples * job.flops_per_sample / outcome.train_seconds if outcome.train_seconds else 0.0
     return RunResult(log_path, metrics_path, system_path, outcome, time_to_train_ms(events), job.progress.unit,
                      units_per_s, job.quality, seed, achieved, peak, env.world_size)
+
+
+# errno -> (what happened, what to do): a run that cannot write says so in one line
+_DISK_ERRORS = {
+    errno.ENOSPC: ("no space left on device", "free space or choose another --out"),
+    errno.EDQUOT: ("disk quota exceeded", "free space or choose another --out"),
+    errno.EACCES: ("permission denied", "make it writable or choose another --out"),
+    errno.EPERM: ("permission denied", "make it writable or choose another --out"),
+    errno.EROFS: ("read-only file system", "choose another --out"),
+}
+
+
+def _disk_problem(e: BaseException) -> OSError | None:
+    """The full-disk or permission error behind `e`: itself, or one a checkpoint save wrapped
+    (torch.distributed.checkpoint raises CheckpointException, a BaseException, for any rank's error)."""
+    if isinstance(e, OSError):
+        return e if e.errno in _DISK_ERRORS else None
+    if isinstance(e, CheckpointException):
+        for failure in e.failures.values():
+            inner = failure[0] if isinstance(failure, tuple) else failure
+            if isinstance(inner, BaseException) and (found := _disk_problem(inner)) is not None:
+                return found
+    return None
+
+
+def _wraps_interrupt(e: BaseException) -> bool:
+    return isinstance(e, CheckpointException) and any(
+        isinstance(f[0] if isinstance(f, tuple) else f, KeyboardInterrupt) for f in e.failures.values())
+
+
+def _is_checkpoint_error(e: BaseException) -> bool:
+    return isinstance(e, CheckpointException)
+
+
+def _disk_error(e: OSError, where: Path, resumable: bool) -> ResourceError:
+    what, todo = _DISK_ERRORS[e.errno]
+    path = e.filename or where
+    hint = "; the run's last checkpoint is kept: continue it with --resume" if resumable else ""
+    return ResourceError(f"{what} writing {path}; {todo}{hint}")
+
+
+def _remove_checkpoint_temporaries(checkpoints: Path) -> None:
+    """A checkpoint save cut short leaves .step_<N>.tmp (and a snapshot's .samples_<N>.tmp): never a checkpoint."""
+    for folder in (checkpoints, checkpoints / "snapshots"):
+        if folder.is_dir():
+            for tmp in folder.glob(".*.tmp"):
+                shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _close_interrupted(log, checkpoints: Path, metrics_path: Path) -> None:
+    """An interrupted run with a checkpoint keeps its .partial log for --resume; without one it
+    could never be continued, so its log is closed as aborted under its final name."""
+    _remove_checkpoint_temporaries(checkpoints)
+    if step_folders(checkpoints):
+        log.close()
+        return
+    try:
+        if log.abort() is None:  # interrupted before run_start: nothing was timed
+            metrics_path.unlink(missing_ok=True)
+    except OSError:  # a full disk too: no log at all rather than one cut short
+        log.discard()
+        metrics_path.unlink(missing_ok=True)
+
+
+def _close_after_disk_problem(log, checkpoints: Path, metrics_path: Path, log_path: Path) -> bool:
+    """After a write failed: no half-written checkpoint is left; a run with a complete checkpoint
+    keeps its .partial log (resumable once there is space), any other run leaves nothing behind
+    (a log cut short by a full disk is no result). True when the run can be resumed."""
+    _remove_checkpoint_temporaries(checkpoints)
+    if step_folders(checkpoints) and log_path.with_name(log_path.name + ".partial").exists():
+        log.close()
+        return True
+    log.discard()
+    for leftover in (metrics_path, log_path.with_name(log_path.stem + ".profile.json")):
+        leftover.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # the run's checkpoint folder, if the failed save left it empty
+        checkpoints.rmdir()
+    return False
 
 
 def _settings_record(request: RunRequest) -> dict:

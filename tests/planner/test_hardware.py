@@ -73,3 +73,16 @@ def test_missing_hardware_file_and_unknown_accelerator_are_usage_errors(tmp_path
 def test_an_id_cannot_take_the_measured_cpus_name():
     with pytest.raises(DataError, match="this-cpu"):
         parse_catalogue(GOOD.replace("[my-gpu]", "[this-cpu]"), "x.toml")
+
+
+def test_a_user_file_redefining_a_built_in_keeps_its_aliases_unless_it_gives_its_own(tmp_path):
+    """A --hardware file that redefines h100-sxm (other peaks) used to leave the published
+    results' "NVIDIA H100-SXM5-80GB" without an accelerator, failing every plan on it."""
+    fields = ('name = "My H100"\npeak_tflops = { bf16 = 900.0 }\nmemory_gb = 80\nmemory_bandwidth_gb_per_s = 3000\n'
+              'accelerators_per_node = 8\nintra_node_gb_per_s = 450\ninter_node_gb_per_s = 50\n')
+    mine = tmp_path / "mine.toml"
+    mine.write_text("[h100-sxm]\n" + fields)
+    catalogue = load_catalogue([mine])
+    assert by_alias(catalogue, "NVIDIA H100-SXM5-80GB").peak_flops["bf16"] == 900e12
+    mine.write_text("[h100-sxm]\n" + fields + 'aliases = ["Lab H100"]\n')
+    assert load_catalogue([mine])["h100-sxm"].aliases == ("Lab H100",)

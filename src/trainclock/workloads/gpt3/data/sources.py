@@ -77,7 +77,9 @@ class C4Shards:
             for lineno, line in _read_json_gz_lines(path):
                 try:
                     text = json.loads(line)["text"]
-                except (ValueError, KeyError, TypeError):
+                    if not isinstance(text, str):  # a number or null would reach the tokenizer
+                        raise TypeError
+                except (ValueError, KeyError, TypeError, RecursionError):
                     raise DataError(
                         f"{path}:{lineno}: not a C4 record (a JSON object with a 'text' field); "
                         "check that the file is a C4 json.gz shard"

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.damage import DAMAGE, damage
 from trainclock.errors import DataError
 from trainclock.workloads.bert.data import hdf5, prepare as prepare_module, tfrecord
 from trainclock.workloads.bert.data.official import load_folder
@@ -201,24 +202,6 @@ def _fix_lengths(payload: bytes, row: dict) -> bytes:
 
 
 # fuzz: a damaged file in any of the formats loads or raises DataError
-
-DAMAGE = st.one_of(
-    st.tuples(st.just("cut"), st.floats(0, 1)),
-    st.tuples(st.just("overwrite"), st.lists(st.tuples(st.floats(0, 1), st.binary(min_size=1, max_size=8)),
-                                             min_size=1, max_size=6)),
-)
-
-
-def damage(data: bytes, how) -> bytes:
-    kind, detail = how
-    if kind == "cut":
-        return data[:int(len(data) * detail)]
-    data = bytearray(data)
-    for where, new in detail:
-        at = int(where * max(0, len(data) - 1))
-        data[at:at + len(new)] = new
-    return bytes(data)
-
 
 _examples = itertools.count()
 

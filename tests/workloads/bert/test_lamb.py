@@ -3,11 +3,16 @@ bert: bias-corrected Adam step, decay added, trust ratio ||w|| / ||update|| on m
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 from trainclock.optim.lamb import Lamb, PolyWarmup
+
+LOOP_REFERENCE = Path(__file__).resolve().parents[3] / "benchmarks" / "reference" / "lamb_loop.py"
 
 
 def reference_lamb(w, grads, lr, beta1, beta2, eps, decay, adapt):
@@ -57,35 +62,16 @@ def test_log_keys_are_those_the_closed_bert_rules_require():
     assert keys["opt_name"] == "lamb" and keys["opt_lamb_learning_rate_decay_poly_power"] == 1.0
 
 
-class PerTensorLamb(torch.optim.Optimizer):
-    """LambOptimizer.step as it was before the multi-tensor rewrite (a Python loop over tensors):
-    the reference the foreach step must reproduce."""
+def loop_reference() -> type[torch.optim.Optimizer]:
+    """LambOptimizer as it was before the multi-tensor rewrite (a Python loop over tensors), the
+    before-version benchmarks/lamb_step.py times: the reference the foreach step must reproduce."""
+    spec = importlib.util.spec_from_file_location("lamb_loop", LOOP_REFERENCE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.LoopLambOptimizer
 
-    def __init__(self, params, lr: float, betas: tuple[float, float], eps: float, weight_decay: float) -> None:
-        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        for group in self.param_groups:
-            beta1, beta2 = group["betas"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state["step"] = 0
-                    state["m"], state["v"] = torch.zeros_like(p), torch.zeros_like(p)
-                state["step"] += 1
-                m, v, t = state["m"], state["v"], state["step"]
-                m.mul_(beta1).add_(p.grad, alpha=1 - beta1)
-                v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-                update = (m / (1 - beta1 ** t)) / ((v / (1 - beta2 ** t)).sqrt() + group["eps"])
-                ratio = 1.0
-                if p.dim() >= 2:
-                    update.add_(p, alpha=group["weight_decay"])
-                    w_norm, u_norm = p.norm(), update.norm()
-                    ratio = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
-                p.sub_(update * (ratio * group["lr"]))
+PerTensorLamb = loop_reference()
 
 
 class MixedShapes(torch.nn.Module):

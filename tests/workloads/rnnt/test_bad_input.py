@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.damage import DAMAGE, damage
 from tests.workloads.helpers import error_line
 from trainclock.errors import DataError
 from trainclock.workloads.rnnt.data import tokenizer
@@ -115,24 +116,6 @@ def test_sentencepiece_errors_show_their_first_meaningful_line(tmp_path):
 
 
 # fuzz: damaged transcripts, manifests and sentencepiece models load or raise DataError
-
-DAMAGE = st.one_of(
-    st.tuples(st.just("cut"), st.floats(0, 1)),
-    st.tuples(st.just("overwrite"), st.lists(st.tuples(st.floats(0, 1), st.binary(min_size=1, max_size=8)),
-                                             min_size=1, max_size=6)),
-)
-
-
-def damage(data: bytes, how) -> bytes:
-    kind, detail = how
-    if kind == "cut":
-        return data[:int(len(data) * detail)]
-    data = bytearray(data)
-    for where, new in detail:
-        at = int(where * max(0, len(data) - 1))
-        data[at:at + len(new)] = new
-    return bytes(data)
-
 
 _examples = itertools.count()
 

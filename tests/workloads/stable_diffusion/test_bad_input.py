@@ -14,6 +14,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.damage import DAMAGE, damage
 from tests.workloads.helpers import error_line
 from trainclock.distributed.context import single_process
 from trainclock.distributed.layout import Layout
@@ -194,24 +195,6 @@ def test_a_damaged_shard_index_cache_is_rebuilt(tmp_path):
 
 
 # fuzz: every reader either loads a damaged file or raises DataError
-
-DAMAGE = st.one_of(
-    st.tuples(st.just("cut"), st.floats(0, 1)),
-    st.tuples(st.just("overwrite"), st.lists(st.tuples(st.floats(0, 1), st.binary(min_size=1, max_size=8)),
-                                             min_size=1, max_size=6)),
-)
-
-
-def damage(data: bytes, how) -> bytes:
-    kind, detail = how
-    if kind == "cut":
-        return data[:int(len(data) * detail)]
-    data = bytearray(data)
-    for where, new in detail:
-        at = int(where * max(0, len(data) - 1))
-        data[at:at + len(new)] = new
-    return bytes(data)
-
 
 _examples = itertools.count()
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 
 import numpy as np
 import torch
 
+from timing import cpu_timed
 from trainclock.device import system
 from trainclock.workloads.bert.data import hdf5
 from trainclock.workloads.bert.data.batches import as_tensors
@@ -29,14 +29,6 @@ from trainclock.workloads.bert.model import build_model
 from trainclock.workloads.bert.spec import BertShape
 
 SEQ, PRED, VOCAB = 512, 76, 30522
-
-
-def cpu_seconds(step, steps: int) -> float:
-    step()  # untimed: first touch of the allocator and the kernels' workspaces
-    start = time.process_time()
-    for _ in range(steps):
-        step()
-    return (time.process_time() - start) / steps
 
 
 def main() -> None:
@@ -77,8 +69,8 @@ def main() -> None:
           f"{real / args.sequences:.0f} real; loss difference {agree:.1e}")
     unpacked_s, packed_s = [], []
     for r in range(args.repeats):
-        unpacked_s.append(cpu_seconds(step(one_a_row), args.steps))
-        packed_s.append(cpu_seconds(step(packs), args.steps))
+        unpacked_s.append(cpu_timed(step(one_a_row), args.steps))
+        packed_s.append(cpu_timed(step(packs), args.steps))
         print(f"round {r + 1}: one a row {unpacked_s[-1]:.2f} s, packed {packed_s[-1]:.2f} s CPU a step; "
               f"load {os.getloadavg()[0]:.1f}")
     u, k = statistics.median(unpacked_s), statistics.median(packed_s)

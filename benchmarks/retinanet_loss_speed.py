@@ -18,8 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
-from collections.abc import Callable
 
 import torch
 from torchvision.models.detection._utils import Matcher
@@ -28,6 +26,7 @@ from torchvision.models.detection.image_list import ImageList
 from torchvision.models.detection.retinanet import RetinaNetHead
 from torchvision.ops import box_iou
 
+from timing import cpu_timed
 from trainclock.device import system
 from trainclock.workloads.detection.retinanet_loss import BatchedRetinaNetHead
 
@@ -61,15 +60,6 @@ def problem(batch: int, boxes: int, seed: int = 0):
     return targets, outputs, anchors, matched
 
 
-def cpu_seconds(step: Callable[[], object], steps: int, warm_up: int = 1) -> float:
-    for _ in range(warm_up):
-        step()
-    start = time.process_time()
-    for _ in range(steps):
-        step()
-    return (time.process_time() - start) / steps
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=2)
@@ -98,7 +88,7 @@ def main() -> None:
     times = {name: [] for name in heads}
     for r in range(args.repeats):
         for name, head in heads.items():
-            times[name].append(cpu_seconds(lambda: step(head), 2))
+            times[name].append(cpu_timed(lambda: step(head), 2))
         print(f"round {r + 1}: batched {times['batched'][-1] * 1e3:.0f} ms, torchvision "
               f"{times['torchvision'][-1] * 1e3:.0f} ms CPU a call (forward + backward); "
               f"load {os.getloadavg()[0]:.1f}")

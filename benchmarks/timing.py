@@ -39,3 +39,15 @@ def timed_at_peak(step: Callable[[int], object], steps: int, first: int = 0, war
     before = machine_peak()
     seconds = timed(step, steps, first, warm_up)
     return seconds, (before + machine_peak()) / 2
+
+
+def cpu_timed(step: Callable[[], object], steps: int, warm_up: int = 1) -> float:
+    """CPU seconds of this process per call of `step` (time.process_time: another job's load on a
+    shared machine weighs less than in wall time), after `warm_up` untimed calls (first touch of
+    the allocator and the kernels' workspaces)."""
+    for _ in range(warm_up):
+        step()
+    start = time.process_time()
+    for _ in range(steps):
+        step()
+    return (time.process_time() - start) / steps

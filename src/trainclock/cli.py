@@ -4,22 +4,11 @@ parser with `register(subparsers)` and calls into a package; this file only disp
 from __future__ import annotations
 
 import argparse
-import errno
 import os
 import sys
 
 from trainclock.commands import COMMANDS
-from trainclock.errors import TrainclockError
-
-
-# errno -> (what happened, what to do), for file errors no command turned into a one-line error itself
-_FILE_ERRORS = {
-    errno.ENOSPC: ("no space left on device writing", "free space or choose another output path"),
-    errno.EDQUOT: ("disk quota exceeded writing", "free space or choose another output path"),
-    errno.EACCES: ("permission denied on", "change its permissions or choose another path"),
-    errno.EPERM: ("operation not permitted on", "change its permissions or choose another path"),
-    errno.EROFS: ("read-only file system writing", "choose another output path"),
-}
+from trainclock.errors import TrainclockError, file_error
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -48,10 +37,10 @@ def main(argv: list[str] | None = None) -> int:
         print("trainclock: interrupted", file=sys.stderr)
         return 130
     except OSError as e:  # a write that failed where no command caught it: one line, not a traceback
-        if e.errno not in _FILE_ERRORS:
+        message = file_error(e)  # for file errors no command turned into a one-line error itself
+        if message is None:
             raise
-        what, todo = _FILE_ERRORS[e.errno]
-        print(f"trainclock: error: {what} {e.filename or 'a file'}; {todo}", file=sys.stderr)
+        print(f"trainclock: error: {message}", file=sys.stderr)
         return 2
 
 

@@ -16,7 +16,6 @@ past the files) is reported in one line and skipped for the one before it.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import shutil
@@ -35,7 +34,7 @@ from trainclock.distributed import env as dist_env
 from trainclock.distributed.checkpoint import Checkpointer, ModelSnapshots, newest_intact, read_meta, step_folders
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
-from trainclock.errors import DataError, ResourceError, UsageError
+from trainclock.errors import DataError, ResourceError, UsageError, file_error
 from trainclock.mllog import NullLog, RunLog
 from trainclock.mllog.reader import read_events
 from trainclock.mllog.time_to_train import time_to_train_ms
@@ -235,21 +234,11 @@ def _train_and_finish(request: RunRequest, ctx: ParallelContext, job: TrainJob, 
                      units_per_s, job.quality, seed, achieved, peak, env.world_size)
 
 
-# errno -> (what happened, what to do): a run that cannot write says so in one line
-_DISK_ERRORS = {
-    errno.ENOSPC: ("no space left on device", "free space or choose another --out"),
-    errno.EDQUOT: ("disk quota exceeded", "free space or choose another --out"),
-    errno.EACCES: ("permission denied", "make it writable or choose another --out"),
-    errno.EPERM: ("permission denied", "make it writable or choose another --out"),
-    errno.EROFS: ("read-only file system", "choose another --out"),
-}
-
-
 def _disk_problem(e: BaseException) -> OSError | None:
     """The full-disk or permission error behind `e`: itself, or one a checkpoint save wrapped
     (torch.distributed.checkpoint raises CheckpointException, a BaseException, for any rank's error)."""
     if isinstance(e, OSError):
-        return e if e.errno in _DISK_ERRORS else None
+        return e if file_error(e) is not None else None
     if isinstance(e, CheckpointException):
         for failure in e.failures.values():
             inner = failure[0] if isinstance(failure, tuple) else failure
@@ -268,10 +257,8 @@ def _is_checkpoint_error(e: BaseException) -> bool:
 
 
 def _disk_error(e: OSError, where: Path, resumable: bool) -> ResourceError:
-    what, todo = _DISK_ERRORS[e.errno]
-    path = e.filename or where
     hint = "; the run's last checkpoint is kept: continue it with --resume" if resumable else ""
-    return ResourceError(f"{what} writing {path}; {todo}{hint}")
+    return ResourceError(f"{file_error(e, where, other='another --out')}{hint}")
 
 
 def _remove_checkpoint_temporaries(checkpoints: Path) -> None:

@@ -4,6 +4,7 @@ parser with `register(subparsers)` and calls into a package; this file only disp
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 
@@ -44,5 +45,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def exit_process(code: int) -> None:
+    """Leave with `code`. A torchrun worker skips the interpreter's shutdown: objects that hold its
+    process groups (the device mesh, sharded parameters, compiled graphs) are freed only there, after
+    destroy_process_group, and gloo's threads then need the GIL of a dying interpreter: the process
+    aborts ("terminate called without an active exception", pytorch/pytorch#179291) after its work
+    is done, and torchrun kills the ranks still writing results. Its files are closed by then."""
+    env = sys.modules.get("trainclock.distributed.env")  # a process that never loaded it made no process group
+    if env is not None and env.under_torchrun():
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())

@@ -94,6 +94,18 @@ def test_two_processes_match_one(tmp_path):
     assert evaluations(tmp_path / "two", TOY_MEMBER) == evaluations(tmp_path / "one", TOY_MEMBER)
 
 
+def test_two_processes_take_the_background_score_together(tmp_path):
+    """Rank 0 scores, both ranks take its values at the same read: the same evaluations as one
+    process scoring inline, and the last, pending at the sample limit, is waited for."""
+    one = toy(*toy_run(tmp_path / "one", "--seed", "4", "--max-samples", "2048"))
+    two = toy(*toy_run(tmp_path / "two", "--seed", "4", "--max-samples", "2048", "--nproc", "2",
+                       "--background-scoring", "0.3"))
+    assert one.returncode in (0, 1) and two.returncode in (0, 1), two.stderr[-3000:]
+    assert len(evaluations(tmp_path / "one", TOY_MEMBER)) == 2
+    assert evaluations(tmp_path / "two", TOY_MEMBER) == evaluations(tmp_path / "one", TOY_MEMBER)
+    assert check(log_path(tmp_path / "two", TOY_MEMBER)) == []
+
+
 def test_resume_after_kill_9_continues_the_run_with_its_seed(tmp_path):
     """No --seed on either command: the resume takes the checkpoint's seed instead of refusing it."""
     kill_at_first_checkpoint(tmp_path, TOY_MEMBER, "--no-progress", "--precision", "fp32", "--checkpoint-every", "8",
@@ -143,6 +155,35 @@ def test_html_report_and_served_page_label_it_from_the_workload(one_run, tmp_pat
         entries = http.get("/api/entries").get_json()["entries"]
     assert "toyvision-tiny" in page and "top-1 accuracy" in page
     assert [e["benchmark"] for e in entries] == ["toyvision-tiny"]
+
+
+def test_background_scoring_trains_on_while_the_score_is_computed(one_run, tmp_path):
+    """EvalSchedule.background_scoring (NVIDIA's v3.1 detection logs): the same predictions at the
+    same points as inline evaluation, scored on a thread while the next block trains; the log shows
+    eval_start, the next block_start, then the score; the run ends, timed, once a passing score is in."""
+    inline_out, _ = one_run
+    inline = [(r["samples"], r["eval"]) for r in records(inline_out, TOY_MEMBER) if "eval" in r]
+    proc = toy(*toy_run(tmp_path, "--seed", "3", "--dataset-name", "toy patterns", "--background-scoring", "0.5"))
+    assert proc.returncode == 0 and "run success" in proc.stdout, proc.stderr[-3000:]
+    rows = records(tmp_path, TOY_MEMBER)
+    background = [(r["samples"], r["eval"]) for r in rows if "eval" in r]
+    assert background == inline  # the same models scored: the same values, up to the same first pass
+    for i, row in enumerate(rows):
+        if "eval" in row:  # the score came in after later steps had trained
+            assert rows[i - 1]["samples"] > row["samples"], rows[i - 1]
+    trained = [r["samples"] for r in rows if "loss" in r]
+    assert trained[-1] > inline[-1][0]  # training went on until the passing score arrived
+    log = log_path(tmp_path, TOY_MEMBER)
+    assert check(log) == []
+    events, problems = read_events(log)
+    assert not problems
+    keys = [e.key for e in events if e.key in ("eval_start", "block_start", "eval_accuracy", "run_stop")]
+    first_eval = keys.index("eval_start")
+    assert keys[first_eval:first_eval + 3] == ["eval_start", "block_start", "eval_accuracy"]
+    assert keys[-2:] == ["eval_accuracy", "run_stop"]
+    stop = next(e for e in events if e.key == "run_stop")
+    assert stop.metadata["status"] == "success"
+    assert stop.time_ms >= max(e.time_ms for e in events if e.key == "eval_stop")  # the scoring is timed
 
 
 def test_offline_evaluation_scores_the_saved_models_after_training_off_the_clock(one_run, tmp_path):

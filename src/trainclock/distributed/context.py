@@ -64,6 +64,14 @@ class ParallelContext:
         t = torch.tensor([int(flag)], device=collectives.comm_device())
         return bool(collectives.all_reduce(t, op=dist.ReduceOp.MAX).item())
 
+    def from_main(self, value: T | None) -> T:
+        """Rank 0's value (any picklable object), on every rank; the others pass None."""
+        if not self.env.distributed:
+            return value
+        box = [value]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
     def grad_sync(self, model: torch.nn.Module, enabled: bool):
         """Skip the gradient all-reduce on all but the last micro-batch of a step."""
         if enabled:

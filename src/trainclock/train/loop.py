@@ -25,6 +25,7 @@ from trainclock.train.prefetch import BatchPrefetch, default_depth
 from trainclock.train.profile import (BATCH, EVALUATION, FORWARD_BACKWARD, LOGGING, LOSS_SYNC, OPTIMIZER,
                                       NoProfiler, ProfileReport, StepProfiler)
 from trainclock.train.progress import TrainProgress
+from trainclock.train.scoring import BackgroundScoring, EvalPoint
 from trainclock.workloads.base import EvalShard, TrainJob
 
 
@@ -161,10 +162,35 @@ def train_step(job: TrainJob, optimizer: torch.optim.Optimizer, batch, micro_bat
 def evaluate(job: TrainJob, autocast, ctx: ParallelContext) -> dict[str, float]:
     """The metrics over the whole validation set: each data-parallel rank scores its shard, the
     statistics are summed (and predictions gathered) across ranks, then the workload scores them."""
+    return job.score(predictions(job, autocast, ctx))
+
+
+def predictions(job: TrainJob, autocast, ctx: ParallelContext) -> EvalShard:
+    """The evaluation's statistics over the whole validation set, summed and gathered across ranks."""
     shard = job.evaluate(job.model, autocast, (ctx.dp_rank, ctx.dp_size))
-    reduced = EvalShard(sums={k: ctx.dp_sum(v.to(torch.float64)) for k, v in shard.sums.items()},
-                        gathered=ctx.dp_gather(shard.gathered))
-    return job.score(reduced)
+    return EvalShard(sums={k: ctx.dp_sum(v.to(torch.float64)) for k, v in shard.sums.items()},
+                     gathered=ctx.dp_gather(shard.gathered))
+
+
+def _record_eval(job: TrainJob, options: TrainOptions, log: RunLog, metrics: IO[str], progress: TrainProgress,
+                 state: LoopState, point: EvalPoint, values: dict[str, float], time_s: float) -> bool:
+    """Log and keep one evaluation's values (eval_start is logged); True if they meet the target.
+    Non-finite values are no accuracy: the log and the results store must not carry them as one,
+    the state is marked diverged instead."""
+    count_key = job.progress.log_key
+    if not all(math.isfinite(v) for v in values.values()):
+        log.end("eval_stop", metadata={count_key: point.count})
+        log.event("trainclock_diverged", None, metadata={count_key: point.count, "eval": str(values)})
+        state.diverged = True
+        return False
+    for value, extra in job.eval_accuracy_lines(values):
+        log.event("eval_accuracy", value, metadata={count_key: point.count, **extra})
+    log.end("eval_stop", metadata={count_key: point.count})
+    state.evals.append((point.count, values))
+    _write(metrics, {"step": point.step, "samples": point.samples,
+                     "units": point.samples * job.progress.units_per_sample, "time_s": time_s, "eval": values})
+    progress.evaluated(values)
+    return job.reached(values) and not options.full_curve
 
 
 @dataclass
@@ -221,18 +247,22 @@ def train(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions
     depth = options.prefetch_steps if options.prefetch_steps is not None else default_depth(options.device, job.cpu_prefetch_steps)
     batches = BatchPrefetch(lambda step: job.batch(step, rows), job.batches, depth,
                             pin=options.device.type == "cuda" and depth > 0)
+    scoring = BackgroundScoring(ctx) if job.eval_schedule.background_scoring else None
     try:
         outcome = _train_loop(job, optimizer, options, log, metrics, progress, ctx, state, checkpoint, profiler, batches,
-                              snapshots)
+                              snapshots, scoring)
     finally:
         batches.close()
         profiler.close()
+        if scoring is not None:
+            scoring.close()
     return replace(outcome, profile=profiler.report)
 
 
 def _train_loop(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions, log: RunLog, metrics: IO[str],
                 progress: TrainProgress, ctx: ParallelContext, state: LoopState, checkpoint: Checkpoint | None,
-                profiler, batches: BatchPrefetch, snapshots: ModelSnapshots | None) -> TrainOutcome:
+                profiler, batches: BatchPrefetch, snapshots: ModelSnapshots | None,
+                scoring: BackgroundScoring | None) -> TrainOutcome:
     device = options.device
     offline = job.eval_schedule.offline
     autocast = autocast_context(options)
@@ -283,8 +313,17 @@ def _train_loop(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainO
             break
 
         count_now = job.progress.log_count(state.samples)
-        units = state.samples * job.progress.units_per_sample
+        point = EvalPoint(state.steps - 1, state.samples, count_now)
         reached = False
+        if scoring is not None and scoring.pending:  # taken before another evaluation or a checkpoint starts
+            with profiler.region(EVALUATION):
+                arrived = scoring.take(wait=evaluating or checkpointing)
+            if arrived is not None:
+                reached = _record_eval(job, options, log, metrics, progress, state, *arrived,
+                                       round(time.perf_counter() - clock_start, 4))
+                if state.diverged:
+                    break
+                evaluating = evaluating and not reached
         if evaluating and offline:  # the model is kept for later; training goes on to its limit
             log.end("block_stop", metadata={"first_epoch_num": state.block_first})
             snapshots.save(job.model, state.samples)
@@ -297,21 +336,16 @@ def _train_loop(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainO
             log.end("block_stop", metadata={"first_epoch_num": state.block_first})
             log.start("eval_start", metadata={count_key: count_now})
             with profiler.region(EVALUATION):
-                values = evaluate(job, autocast, ctx)
-            if not all(math.isfinite(v) for v in values.values()):
-                # NaN is no accuracy: the log and the results store must not carry it as one
-                log.end("eval_stop", metadata={count_key: count_now})
-                log.event("trainclock_diverged", None, metadata={count_key: count_now, "eval": str(values)})
-                state.block_first, state.diverged = count_now, True
-                break
-            for value, extra in job.eval_accuracy_lines(values):
-                log.event("eval_accuracy", value, metadata={count_key: count_now, **extra})
-            log.end("eval_stop", metadata={count_key: count_now})
-            state.evals.append((count_now, values))
-            _write(metrics, {"step": state.steps - 1, "samples": state.samples, "units": units,
-                             "time_s": round(time.perf_counter() - clock_start, 4), "eval": values})
-            progress.evaluated(values)
-            reached = job.reached(values) and not options.full_curve
+                reduced = predictions(job, autocast, ctx)
+                values = job.score(reduced) if scoring is None else None
+            if scoring is not None:  # training goes on while rank 0 scores
+                scoring.submit(job.score, reduced, point)
+            else:
+                reached = _record_eval(job, options, log, metrics, progress, state, point, values,
+                                       round(time.perf_counter() - clock_start, 4))
+                if state.diverged:
+                    state.block_first = count_now  # the block ended before the evaluation
+                    break
             state.next_eval = job.eval_schedule.next_after(state.samples, state.next_eval)
             state.block_first = count_now
             state.elapsed_seconds = time.perf_counter() - clock_start
@@ -329,6 +363,11 @@ def _train_loop(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainO
         if checkpointing:
             checkpoint(state)
         interval_start = time.perf_counter()  # evaluation, logging and checkpoints are not training time
+    if scoring is not None and scoring.pending and not state.diverged:  # the last evaluation may still pass
+        point, values = scoring.take(wait=True)
+        if _record_eval(job, options, log, metrics, progress, state, point, values,
+                        round(time.perf_counter() - clock_start, 4)):
+            state.status = "success"
     if state.block_first != job.progress.log_count(state.samples):
         log.end("block_stop", metadata={"first_epoch_num": state.block_first})
     if "train_samples" not in job.log_keys:  # some rules want the training set's size, logged at init by the job
@@ -355,21 +394,12 @@ def _score_snapshots(job: TrainJob, options: TrainOptions, log: RunLog, metrics:
         snapshots.load(job.model, samples)
         with profiler.region(EVALUATION):
             values = evaluate(job, autocast, ctx)
-        if not all(math.isfinite(v) for v in values.values()):
-            log.end("eval_stop", metadata={count_key: count})
-            log.event("trainclock_diverged", None, metadata={count_key: count, "eval": str(values)})
-            state.diverged = True
-            return None
-        for value, extra in job.eval_accuracy_lines(values):
-            log.event("eval_accuracy", value, metadata={count_key: count, **extra})
-        log.end("eval_stop", metadata={count_key: count})
-        state.evals.append((count, values))
-        _write(metrics, {"step": samples // job.global_batch_size - 1, "samples": samples,
-                         "units": samples * job.progress.units_per_sample, "time_s": elapsed_s, "eval": values})
-        progress.evaluated(values)
-        if job.reached(values) and not options.full_curve:
+        point = EvalPoint(samples // job.global_batch_size - 1, samples, count)
+        if _record_eval(job, options, log, metrics, progress, state, point, values, elapsed_s):
             state.status = "success"
             return saved_ms
+        if state.diverged:
+            return None
     return None
 
 

@@ -22,10 +22,8 @@ import shutil
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TypeVar
 
 import torch
-import torch.distributed as dist
 from torch.distributed.checkpoint.api import CheckpointException
 
 from trainclock.device import system
@@ -42,9 +40,6 @@ from trainclock.storage import atomic_write_text
 from trainclock.train.loop import LoopState, TrainOptions, TrainOutcome, local_micro_batch, train, warm_up
 from trainclock.train.progress import TrainProgress
 from trainclock.workloads.base import QualityTarget, RunSettings, RunSpec, TrainJob, Workload
-
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -109,7 +104,7 @@ def execute(request: RunRequest) -> RunResult | None:
         mesh = request.layout.mesh(device.type) if env.distributed else None
         ctx = ParallelContext(env, request.layout, mesh)
         # rank 0 measures and every rank trains in its choice: ranks must agree on the precision
-        precision = _share(ctx, resolve_precision(request.options.precision, device) if env.is_main else None)
+        precision = ctx.from_main(resolve_precision(request.options.precision, device) if env.is_main else None)
         # the layout carries it to parallelize: FSDP2 all-gathers a bf16 run's parameters in bf16
         ctx = replace(ctx, layout=replace(ctx.layout, precision=precision))
         options = replace(request.options, device=device, precision=precision)
@@ -128,7 +123,7 @@ def _execute(request: RunRequest, ctx: ParallelContext) -> RunResult | None:
     name = request.spec.name
     system_name = request.system_name or system.default_system_name(device, per_node=env.world_size)
     results_dir = request.out / "results" / system_name / name
-    slot = _share(ctx, _claim_slot(request, results_dir, resume=request.resume or env.restart_count > 0) if env.is_main else None)
+    slot = ctx.from_main(_claim_slot(request, results_dir, resume=request.resume or env.restart_count > 0) if env.is_main else None)
     if slot.error:
         raise UsageError(slot.error)
     log_path, seed = slot.log_path, slot.seed
@@ -400,15 +395,6 @@ def _offsets_damage(offsets: dict, log_partial: Path, metrics_path: Path) -> str
         except OSError as e:
             return f"{path.name} cannot be read: {e.strerror}"
     return None
-
-
-def _share(ctx: ParallelContext, value: T | None) -> T:
-    """Rank 0's value, on every rank."""
-    if not ctx.env.distributed:
-        return value
-    box = [value]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
 
 
 def _open_metrics(path: Path, resume_at: int | None):

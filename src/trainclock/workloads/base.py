@@ -80,6 +80,15 @@ class EvalSchedule:
     # model at each point instead, trains to its sample limit, then evaluates the saved models in
     # order, and the run ends at the first that meets the target, at the time it was saved
     offline: bool = False
+    # the rules time the evaluation but let training go on while its metric is computed (NVIDIA's
+    # v3.1 ssd and maskrcnn logs: eval_start, the next block_start, eval_accuracy seconds later): the
+    # predictions are made in the step's place, rank 0 scores them on a thread (train/scoring.py),
+    # and the run ends at the read of the losses where a passing result has come in
+    background_scoring: bool = False
+
+    def __post_init__(self) -> None:
+        if self.offline and self.background_scoring:
+            raise ValueError("an offline evaluation is scored after training; it cannot also be scored in the background")
 
     def first_at(self) -> int:
         return self.first if self.first is not None else self.every

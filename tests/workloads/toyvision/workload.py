@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -58,6 +59,9 @@ class ToyVision:
         group.add_argument("--dataset-name", default="generated 8x8 patterns", help="the log's dataset key")
         group.add_argument("--offline-eval", action="store_true",
                            help="evaluate saved models after training, off the clock (EvalSchedule.offline)")
+        group.add_argument("--background-scoring", type=float, default=None, metavar="SECONDS",
+                           help="score evaluations on a thread while training goes on (EvalSchedule."
+                                "background_scoring), each taking at least SECONDS, so a test sees the overlap")
 
     def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> ToySpec:
         spec = ToySpec()
@@ -87,7 +91,11 @@ class ToyVision:
             # predictions gathered, not per-rank accuracies averaged: the metric of the whole set
             return EvalShard(gathered=list(zip(range(rows.start, rows.stop), predicted.tolist())))
 
+        scoring_seconds = settings.extra.get("background_scoring")
+
         def score(stats: EvalShard) -> dict[str, float]:
+            if scoring_seconds:
+                time.sleep(scoring_seconds)  # as COCO evaluation takes seconds of host time
             assert sorted(i for i, _ in stats.gathered) == list(range(VAL_IMAGES)), "shards must cover the set once"
             correct = sum(int(p == val["label"][i]) for i, p in stats.gathered)
             return {TARGET.metric: correct / VAL_IMAGES}
@@ -103,7 +111,8 @@ class ToyVision:
             flops_per_sample=0.0,
             optimizer=SGDMomentum(WarmupPoly(0.05, 0.0001, warmup_steps=5, decay_steps=400), momentum=0.9,
                                   weight_decay=5e-5, warmup_epochs=5 * spec.global_batch_size / TRAIN_IMAGES),
-            eval_schedule=EvalSchedule(every=spec.eval_every_samples, offline=settings.extra.get("offline_eval", False)),
+            eval_schedule=EvalSchedule(every=spec.eval_every_samples, offline=settings.extra.get("offline_eval", False),
+                                       background_scoring=scoring_seconds is not None),
             eval_samples=VAL_IMAGES, max_samples=spec.max_samples,
             log_keys={"dataset": settings.extra.get("dataset_name", "generated 8x8 patterns")},
         )

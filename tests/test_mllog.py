@@ -39,3 +39,20 @@ def test_reader_strips_prefixes_and_reports_bad_lines(tmp_path):
     events, problems = read_events(path)
     assert [e.key for e in events] == ["a", "b"]
     assert len(problems) == 1 and problems[0].lineno == 4 and str(path) in str(problems[0])
+
+
+def test_an_evaluation_scored_while_training_goes_on_ends_where_training_resumed():
+    """NVIDIA's v3.1 maskrcnn log (Dell's XE9680 result_0): eval_start of epoch 14, block_start of
+    epoch 15 3.8 s later, eval_stop 14.6 s after the start: the evaluation took 3.8 s from training."""
+    from trainclock.mllog.reader import Event
+    from trainclock.mllog.time_to_train import eval_spans
+
+    def event(key: str, ms: int, **metadata) -> Event:
+        return Event(key, None, ms, "", metadata, 0)
+
+    starts = [event("eval_start", 1000, epoch_num=13), event("eval_start", 206696, epoch_num=14)]
+    stops = [event("eval_stop", 1500, epoch_num=13), event("eval_stop", 221339, epoch_num=14)]
+    resumes = [event("block_start", 0, first_epoch_num=0), event("block_start", 2000, first_epoch_num=14),
+               event("block_start", 210533, first_epoch_num=15)]
+    assert eval_spans(starts, stops, resumes) == [(13.0, 1000, 1500), (14.0, 206696, 210533)]
+    assert eval_spans(starts, stops) == [(13.0, 1000, 1500), (14.0, 206696, 221339)]  # inline: to eval_stop

@@ -109,7 +109,10 @@ def test_two_processes_take_the_background_score_together(tmp_path):
 def test_resume_after_kill_9_continues_the_run_with_its_seed(tmp_path):
     """No --seed on either command: the resume takes the checkpoint's seed instead of refusing it."""
     kill_at_first_checkpoint(tmp_path, TOY_MEMBER, "--no-progress", "--precision", "fp32", "--checkpoint-every", "8",
-                             "--max-samples", "4096", timeout=120, real_data=False, **TOY)
+                             "--max-samples", "4096", "--dataset-name", "resumed patterns", timeout=120,
+                             real_data=False, **TOY)
+    renamed = toy(*toy_run(tmp_path, "--resume", "--dataset-name", "other"))  # the workload's own flag
+    assert renamed.returncode == 2 and "--dataset-name other differs from the run being resumed" in renamed.stderr
     resumed = toy(*toy_run(tmp_path, "--checkpoint-every", "8", "--max-samples", "4096", "--resume"))
     assert resumed.returncode in (0, 1), resumed.stderr[-3000:]
     assert "torch.distributed is disabled" not in resumed.stderr + resumed.stdout

@@ -97,7 +97,11 @@ def extend(parser, argv: list[str]) -> None:
         return
     group = parser.add_argument_group(WORKLOAD_FLAGS)
     workload.add_arguments(group)
-    parser.set_defaults(workload_flags=tuple(action.dest for action in group._group_actions))
+    actions = group._group_actions
+    # a resume takes over the flags the run was started with: it must know each one's name and default
+    parser.set_defaults(workload_flags=tuple(action.dest for action in actions),
+                        workload_flag_names={action.dest: action.option_strings[0] for action in actions},
+                        workload_flag_defaults={action.dest: action.default for action in actions})
 
 
 def _workload_flags(args) -> dict:
@@ -307,6 +311,17 @@ def _take_over_resumed_settings(args, member: str, device, world: int) -> None:
         if given is None:
             setattr(args, attr, recorded)
         elif recorded is not None and given != recorded and not (key == "precision" and given == "auto"):
+            raise UsageError(f"{flag} {given} differs from the run being resumed ({flag} {recorded}); "
+                             f"drop {flag} to continue that run, or start a new run without --resume")
+    names, defaults = getattr(args, "workload_flag_names", {}), getattr(args, "workload_flag_defaults", {})
+    for dest, recorded in stored.get("workload_flags", {}).items():  # the benchmark's own flags (e.g. --fp8)
+        if dest not in names:
+            continue  # a flag this version no longer has
+        given = getattr(args, dest)
+        if given == defaults[dest]:
+            setattr(args, dest, recorded)
+        elif given != recorded:
+            flag = names[dest]
             raise UsageError(f"{flag} {given} differs from the run being resumed ({flag} {recorded}); "
                              f"drop {flag} to continue that run, or start a new run without --resume")
 

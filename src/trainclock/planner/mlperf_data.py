@@ -164,7 +164,7 @@ def log_timing(folder: Path, units_per_sample: float) -> LogTiming:
         except (ValueError, KeyError, IndexError, TypeError):
             raise DataError(f"{path}: needs run_start, run_stop, global_batch_size and eval_accuracy with "
                             f"metadata epoch_num (progress) to time its steps") from None
-        spans = _eval_spans(by_key["eval_start"], by_key["eval_stop"], path)
+        spans = _eval_spans(by_key["eval_start"], by_key["eval_stop"], by_key["block_start"] + by_key["epoch_start"], path)
         durations = [(b - a) / 1000 for _, a, b in spans]
         eval_seconds.extend(durations)
         # steady training: from one evaluation's end to the next one's start, over the steps between them
@@ -189,8 +189,8 @@ def log_timing(folder: Path, units_per_sample: float) -> LogTiming:
                      mean_evals_s=statistics.fmean(run_evals), units_per_sample=units_per_sample)
 
 
-def _eval_spans(starts: list, stops: list, path: Path) -> list[tuple[float, int, int]]:
-    spans = eval_spans(starts, stops)
+def _eval_spans(starts: list, stops: list, resumes: list, path: Path) -> list[tuple[float, int, int]]:
+    spans = eval_spans(starts, stops, resumes)
     if spans is None:
         raise DataError(f"{path}: eval_start and eval_stop do not pair up by a numeric epoch_num")
     return spans

@@ -63,7 +63,9 @@ class LogSummary:
     _last_epoch_num: Any = None
     _train_samples: Any = None
     _steps: dict = field(default_factory=dict)
-    _eval_marks: dict = field(default_factory=lambda: {"eval_start": [], "eval_stop": []})
+    # where training resumes (block_start, epoch_start) ends an evaluation scored in the background
+    _eval_marks: dict = field(default_factory=lambda: {"eval_start": [], "eval_stop": [], "block_start": [],
+                                                       "epoch_start": []})
 
     def observe(self, e: Event) -> None:
         self.last_line = e.lineno
@@ -127,7 +129,8 @@ class LogSummary:
         """(progress as logged, start, stop) of each evaluation, times in seconds from run_start,
         in progress order: where the timed region went besides training. None without one
         run_start or where eval_start and eval_stop do not pair up."""
-        spans = eval_spans(self._eval_marks["eval_start"], self._eval_marks["eval_stop"])
+        marks = self._eval_marks
+        spans = eval_spans(marks["eval_start"], marks["eval_stop"], marks["block_start"] + marks["epoch_start"])
         if spans is None or self.starts != 1:
             return None
         return tuple((tag, (a - self.first_start_ms) / 1000, (b - self.first_start_ms) / 1000) for tag, a, b in spans)

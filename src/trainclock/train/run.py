@@ -300,7 +300,10 @@ def _settings_record(request: RunRequest) -> dict:
     s = request.settings
     return {"data": s.data, "global_batch_size": s.global_batch_size, "micro_batch_size": s.micro_batch_size,
             "compile": s.compile, "activation_checkpointing": s.activation_checkpointing,
-            "precision": request.options.precision}
+            "precision": request.options.precision,
+            # the benchmark's own flags: JSON keeps numbers, strings, booleans and None, the rest as text
+            "workload_flags": {k: v if v is None or isinstance(v, (bool, int, float, str)) else str(v)
+                               for k, v in s.extra.items()}}
 
 
 def resumable_settings(out: Path, system_name: str, member: str) -> dict | None:

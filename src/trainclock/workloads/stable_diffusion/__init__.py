@@ -1,6 +1,13 @@
 """The Stable Diffusion benchmark family (MLPerf Training stable_diffusion: SD v2 on LAION-400M
 latents, FID and CLIP score on COCO-2014 captions, plus CPU tiers on captioned Fashion-MNIST items)."""
 
-from trainclock.workloads.stable_diffusion.workload import StableDiffusionWorkload
+import logging
+
+# diffusers imports torchao where it is installed (the fp8 extra) and warns of names torchao 0.18
+# dropped, and torch of torchao's pytree enums: on every command, and nothing a user can act on
+logging.getLogger("diffusers.quantizers.torchao.torchao_quantizer").setLevel(logging.ERROR)
+logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
+
+from trainclock.workloads.stable_diffusion.workload import StableDiffusionWorkload  # noqa: E402
 
 WORKLOAD = StableDiffusionWorkload()

@@ -20,8 +20,8 @@ from trainclock.workloads.bert.spec import get_member
 META = torch.device("meta")
 
 
-def job_on_member(member: str, data: str, seed: int = 3):
-    settings = RunSettings(data=data)
+def job_on_member(member: str, data: str, seed: int = 3, **extra):
+    settings = RunSettings(data=data, extra=extra)
     spec = WORKLOAD.resolve(member, settings, Layout(), META)
     return WORKLOAD.build_job(spec, single_process(), META, seed, settings)
 
@@ -36,7 +36,7 @@ def test_bert_large_sample_data_gives_the_official_batches(tmp_path, monkeypatch
         assert f["input_ids"].shape[1] == 512 and f["masked_lm_positions"].shape[1] == 76 + 3
         assert f["next_sentence_weights"][:].sum() == 40  # 40 sequences, several to a row
         assert f["input_ids"].shape[0] < 40
-    job = job_on_member("bert-large", data)
+    job = job_on_member("bert-large", data, pack_sequences=False)  # one sequence a row, as read
     assert job.division == "closed" and job.eval_samples == 1
     batch = job.batch(0, slice(0, 8))
     shapes = {k: (tuple(v.shape), v.dtype) for k, v in batch.items()}
@@ -46,6 +46,11 @@ def test_bert_large_sample_data_gives_the_official_batches(tmp_path, monkeypatch
                       "next_sentence_labels": ((8,), torch.int64)}
     assert (batch["input_ids"][:, 0] == CLS).all() and int(batch["input_ids"].max()) < 30522
     assert torch.equal(job.batch(0, slice(2, 5))["input_ids"], batch["input_ids"][2:5])  # a rank's rows
+    packed = job_on_member("bert-large", data).batch(0, slice(0, 8))  # the default: the same 8 sequences, packed
+    assert sum(packed.counts) == 8 and packed.inputs()["input_ids"].shape[1] == 512
+    assert len(packed.inputs()["input_ids"]) < 8
+    assert torch.equal(torch.sort(packed.inputs()["input_ids"][packed.inputs()["input_ids"] > 0]).values,
+                       torch.sort(batch["input_ids"][batch["input_ids"] > 0]).values)  # the same tokens
 
 
 def test_unpacked_shards_hold_the_same_kind_of_instances(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -18,7 +19,9 @@ from trainclock.storage import discard_folder
 from trainclock.optim.lamb import Lamb, PolyWarmup
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
 from trainclock.workloads.batch_plan import with_batch_settings
-from trainclock.workloads.bert.data.batches import as_tensors, train_batch
+from trainclock.workloads.batches import TreeBatch
+from trainclock.workloads.bert.data.batches import (PackedBatches, as_tensors, model_inputs, packed_train_batch,
+                                                    train_batch)
 from trainclock.workloads.bert.data.official import load_folder
 from trainclock.workloads.bert.data.prepare import Layout as DataLayout
 from trainclock.workloads.bert.data.prepare import prepare
@@ -49,10 +52,15 @@ class BertWorkload:
         group.add_argument("--init-checkpoint", metavar="PATH",
                            help=f"start weights: a torch state dict by parameter name (bert-large needs the reference "
                                 f"phase-1 checkpoint; also ${INIT_CHECKPOINT_ENV})")
+        group.add_argument("--pack-sequences", action=argparse.BooleanOptionalAction, default=None,
+                           help="train on packed rows, several sequences a row: each step's sequences are the "
+                                "same, in fewer tokens (default: on for bert-large, off for the CPU tiers)")
 
     def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> BertSpec:
         spec = get_member(member)
         check_layout(layout)
+        if settings.extra.get("pack_sequences") is not None:
+            spec = replace(spec, pack_sequences=settings.extra["pack_sequences"])
         # refused now, before the run measures and imports for a minute (a dry run, on meta, reads no data)
         if spec.corpus == "wikipedia" and device.type != "meta":
             check_start_checkpoint(settings)
@@ -172,8 +180,13 @@ def build_job(spec: BertSpec, settings: RunSettings, seed: int, ctx: ParallelCon
     def evaluate(m: torch.nn.Module, autocast, shard: tuple[int, int]) -> EvalShard:
         return mlm_sums(m, evaluation, eval_micro, shard, autocast, device)
 
-    return bert_job(spec, model, lambda step, rows: train_batch(train, seed, step, spec.global_batch_size, rows), evaluate,
-                    dataset=dataset, eval_samples=len(evaluation["input_ids"]))
+    def batch(step: int, rows: slice):
+        if spec.pack_sequences:  # micro-batches as the loop cuts a rank's rows: min(micro, rows per rank)
+            return packed_train_batch(train, seed, step, spec.global_batch_size, rows, spec.micro_batch_size,
+                                      spec.seq_len, spec.max_predictions)
+        return train_batch(train, seed, step, spec.global_batch_size, rows)
+
+    return bert_job(spec, model, batch, evaluate, dataset=dataset, eval_samples=len(evaluation["input_ids"]))
 
 
 def build_model(spec: BertSpec, ctx: ParallelContext, device: torch.device, settings: RunSettings,
@@ -201,7 +214,7 @@ def bert_job(spec: BertSpec, model: torch.nn.Module, batch, evaluate, dataset: s
         division="closed" if spec.name == "bert-large" and dataset == "wikipedia" else "open",
         model=model,
         batch=batch,
-        loss=lambda m, b: m(**b)[0],
+        loss=lambda m, b: m(**model_inputs(b))[0],
         evaluate=evaluate,
         score=score,
         quality=quality(spec),
@@ -215,6 +228,7 @@ def bert_job(spec: BertSpec, model: torch.nn.Module, batch, evaluate, dataset: s
         eval_samples=eval_samples,
         max_samples=spec.max_samples,
         log_keys=log_keys(spec, dataset),
+        batches=PackedBatches() if spec.pack_sequences else TreeBatch(),
     )
 
 

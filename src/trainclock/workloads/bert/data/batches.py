@@ -1,10 +1,17 @@
 """Deterministic batches: the global batch of step s depends only on (seed, s), so the samples are
-the same whatever the micro-batch size or the number of processes."""
+the same whatever the micro-batch size or the number of processes; packed, the same sequences in
+the same micro-batches, laid out several a row (packing.py)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+from itertools import accumulate
+
 import numpy as np
 import torch
+
+from trainclock.workloads.batches import TreeBatch
+from trainclock.workloads.bert.data.packing import pack
 
 FIELDS = ("input_ids", "segment_ids", "input_mask", "masked_lm_positions", "masked_lm_ids",
           "masked_lm_weights", "next_sentence_labels")
@@ -34,3 +41,62 @@ def train_batch(train: dict[str, torch.Tensor], seed: int, step: int, batch: int
 
 def rows(data: dict[str, torch.Tensor], index: list[int]) -> dict[str, torch.Tensor]:
     return {k: v[index] for k, v in data.items()}
+
+
+@dataclass(frozen=True)
+class PackedStep:
+    """A rank's rows of a step's global batch as packed micro-batches (packing.pack): micro-batch i
+    holds exactly counts[i] of the step's sequences, the unpacked path's micro-batch i, laid out in
+    packed rows. MLPerf counts bert's batch and progress in sequences, so they stay the unit here."""
+
+    micro: tuple[dict[str, torch.Tensor], ...]
+    counts: tuple[int, ...]
+
+    def inputs(self) -> dict[str, torch.Tensor]:
+        """The model's keyword inputs: one micro-batch's rows, or several's stacked (every packed
+        micro-batch has the same widths; the model's loss is then the mean over all their sequences)."""
+        if len(self.micro) == 1:
+            return self.micro[0]
+        return {k: torch.cat([m[k] for m in self.micro]) for k in self.micro[0]}
+
+
+def model_inputs(batch: dict[str, torch.Tensor] | PackedStep) -> dict[str, torch.Tensor]:
+    return batch.inputs() if isinstance(batch, PackedStep) else batch
+
+
+def packed_train_batch(train: dict[str, torch.Tensor], seed: int, step: int, batch: int, rows: slice,
+                       micro: int, seq_len: int, max_predictions: int) -> PackedStep:
+    """train_batch's rows of step `step`, cut into micro-batches of `micro` sequences as the loop
+    cuts them, each packed: the same sequences in the same micro-batches, in fewer rows."""
+    mine = train_batch(train, seed, step, batch, rows)
+    n = len(mine["input_ids"])
+    per = max(1, min(micro, n))
+    cuts = [(i, min(i + per, n)) for i in range(0, n, per)]
+    return PackedStep(tuple(pack({k: v[a:b] for k, v in mine.items()}, seq_len, max_predictions) for a, b in cuts),
+                      tuple(b - a for a, b in cuts))
+
+
+class PackedBatches(TreeBatch):
+    """The loop's handling of PackedStep batches, whose rows are counted in sequences: a slice or a
+    micro-batch is whole packed micro-batches (the loop cuts at the sizes packed_train_batch packed)."""
+
+    def size(self, batch: PackedStep) -> int:
+        return sum(batch.counts)
+
+    def rows(self, batch: PackedStep, rows: slice) -> PackedStep:
+        bounds = [0, *accumulate(batch.counts)]
+        start, stop, _ = rows.indices(bounds[-1])
+        if start not in bounds or stop not in bounds:
+            raise ValueError(f"sequences {start}:{stop} cut a packed micro-batch (they end at {bounds[1:]})")
+        first, last = bounds.index(start), bounds.index(stop)
+        return PackedStep(batch.micro[first:last], batch.counts[first:last])
+
+    def to(self, batch: PackedStep | dict, device: torch.device) -> PackedStep | dict:
+        if isinstance(batch, PackedStep):
+            return replace(batch, micro=tuple(self.to(m, device) for m in batch.micro))
+        return super().to(batch, device)  # a micro-batch's dict: TreeBatch recurses through self
+
+    def pin_memory(self, batch: PackedStep | dict) -> PackedStep | dict:
+        if isinstance(batch, PackedStep):
+            return replace(batch, micro=tuple(self.pin_memory(m) for m in batch.micro))
+        return super().pin_memory(batch)

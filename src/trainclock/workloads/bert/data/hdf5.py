@@ -8,10 +8,10 @@ Packed layout (several sequences per 512-token row, to skip padding): input_mask
 sequence's index (1, 2, 3, 0 for padding) instead of 1, `positions` restarts at 0 for each
 sequence, masked_lm_positions/ids have 76 + (sequences per pack) slots, and next_sentence_positions,
 next_sentence_labels, next_sentence_weights [N, sequences per pack] give each sequence's [CLS]
-position, label and presence. read_instances(keep_packed=True) keeps them packed, for the model's
-packed path (it attends within each sequence of a row, so no row pays for padding twice); bert-large
-still reads them unpacked (the default), because MLPerf counts a global batch and every progress
-count in sequences, and a batch of packed rows holds a varying number of them.
+position, label and presence. read_instances(keep_packed=True) keeps them packed. bert-large reads
+them unpacked and packs each step's own sequences again (packing.py, in the model's packed layout):
+MLPerf counts a global batch and every progress count in sequences, and a batch of the shards'
+packed rows would hold a varying number of them.
 """
 
 from __future__ import annotations

@@ -28,10 +28,15 @@ fewer rows, so the rate is a lower bound). Out-of-memory and other failures are 
 row; the next benchmark starts from freed memory.
 
   python benchmarks/mlperf_steps_gpu.py [--only KEY,...] [--skip KEY,...] [--seconds-per-benchmark 20]
-      [--max-minutes 7.5] [--json PATH] [--data-dir DIR] [--published FILE]
+      [--max-minutes 7.5] [--json PATH] [--data-dir DIR] [--published FILE] [--fp8] [--compile]
   python benchmarks/mlperf_steps_gpu.py --cpu-smoke [--json PATH]   # CI: each -tiny tier on CPU, fp32, 2 steps
   python benchmarks/mlperf_steps_gpu.py --save-published FILE       # here, where shared/ holds the logs
   python benchmarks/mlperf_steps_gpu.py --report RUN.json            # a GPU run's table again, with the rates here
+
+--fp8 adds, beside the row of each benchmark whose workload declares its own --fp8 flag, a row timed
+with that flag on, in the same run on the same GPU (same cut, same batches), and the rate of the two
+(fp8 / bf16) on the fp8 row; its MFU stays against the bf16 peak. FP8 training's scaling casts are
+only fused under torch.compile: --compile builds every row's model compiled (compile time untimed).
 
 The JSON (--json, default mlperf_steps_gpu.json in $OUT if set, else here) holds every figure and
 the third-party distributions the run imported: what a bare GPU machine needs beside PyTorch.
@@ -243,11 +248,23 @@ def run_steps(job: TrainJob, batches: list[Any], rows: int, micro: int, options:
 # One benchmark
 
 
-def default_settings(workload: Workload, data: str | None) -> RunSettings:
-    """The workload's own flags at their defaults, as `trainclock run` passes them (RunSettings.extra)."""
+FP8_FLAG = "fp8"  # the workload flag (RunSettings.extra key) --fp8 turns on for a second row
+
+
+def default_settings(workload: Workload, data: str | None, compile: bool = False,
+                     on: tuple[str, ...] = ()) -> RunSettings:
+    """The workload's own flags at their defaults, as `trainclock run` passes them (RunSettings.extra),
+    with the boolean flags named in `on` set."""
+    extra = workload_flags(workload)
+    extra.update({flag: True for flag in on})
+    return RunSettings(data=data, compile=compile, extra=extra)
+
+
+def workload_flags(workload: Workload) -> dict[str, Any]:
+    """The workload's own flags (add_arguments) by dest, at their defaults."""
     parser = argparse.ArgumentParser(add_help=False)
     workload.add_arguments(parser.add_argument_group())
-    return RunSettings(data=data, extra={a.dest: a.default for a in parser._actions})
+    return {a.dest: a.default for a in parser._actions}
 
 
 def device_memory(device: torch.device) -> int:
@@ -297,7 +314,7 @@ def sample_data(workload: Workload, member: str, samples: int, root: Path) -> tu
 
 
 def measure(row: dict[str, Any], workload: Workload, member: str, args: argparse.Namespace, device: torch.device,
-            precision: str, peak: float, root: Path | None) -> None:
+            precision: str, peak: float, root: Path | None, on: tuple[str, ...] = ()) -> None:
     """Fills one benchmark's row as it is built, stepped and timed. Raises what fails, the row then
     holding what was known (a cut, the setup's figures); the caller reports the failure on it."""
     full = member == workload.full_size
@@ -307,7 +324,7 @@ def measure(row: dict[str, Any], workload: Workload, member: str, args: argparse
     if full:
         gbs = workload.resolve(member, default_settings(workload, None), Layout(), META).global_batch_size
         data, folder, row["data_write_s"] = sample_data(workload, member, gbs, root)
-    settings = default_settings(workload, data)
+    settings = default_settings(workload, data, compile=args.compile, on=on)
     with data_home(folder):
         # on meta, resolve checks the batch and the layout only: the fit is the cut's (and the GPU's) to say
         spec = workload.resolve(member, settings, Layout(), META)
@@ -366,8 +383,16 @@ def measure(row: dict[str, Any], workload: Workload, member: str, args: argparse
     if row["host_bound"]:
         row["notes"].append(f"one process builds a step's rows in {row['host_batch_ms']:,.0f} ms, slower than the "
                             "step: host-bound without more loader workers")
-    if folder is not None and args.data_dir is None:
-        shutil.rmtree(folder, ignore_errors=True)
+
+
+def compare_with_default(row: dict, base: dict | None) -> None:
+    """A variant's rate over its benchmark's default row, both measured in this run on this GPU."""
+    if row.get("status") != "ok" or base is None or base.get("status") != "ok":
+        return
+    row["speedup_vs_default"] = row["units_per_s"] / base["units_per_s"]
+    row["notes"].append(f"{row['speedup_vs_default']:.2f}x the default row's {row['unit']}/s "
+                        f"({row['units_per_s']:,.1f} vs {base['units_per_s']:,.1f}, this run, this GPU); "
+                        "MFU against the bf16 peak")
 
 
 def free_memory(device: torch.device) -> None:
@@ -379,13 +404,14 @@ def free_memory(device: torch.device) -> None:
 
 
 def measure_row(workload: Workload, member: str, args: argparse.Namespace, device: torch.device, precision: str,
-                peak: float, root: Path | None) -> dict:
-    """measure(), with a failure reported on the row instead of ending the run."""
+                peak: float, root: Path | None, on: tuple[str, ...] = ()) -> dict:
+    """measure(), with a failure reported on the row instead of ending the run; `on`: the workload's
+    boolean flags this row turns on (its variant)."""
     free_memory(device)  # the peak counted from here: not the matmul peak's or an earlier benchmark's tensors
     t0 = time.perf_counter()
-    row: dict[str, Any] = {"benchmark": workload.key, "member": member, "notes": []}
+    row: dict[str, Any] = {"benchmark": workload.key, "member": member, "variant": "+".join(on) or None, "notes": []}
     try:
-        measure(row, workload, member, args, device, precision, peak, root)
+        measure(row, workload, member, args, device, precision, peak, root, on)
         row["status"] = "ok"
     except torch.cuda.OutOfMemoryError as e:
         row.update(status="out of memory", error=str(e).splitlines()[0][:300])
@@ -443,17 +469,18 @@ def render(report: dict) -> None:
     print(f"{'benchmark':16} {'member':20} {'units/s per GPU':>22} {'samples/s':>11} {'MFU':>6} {'GiB':>6} "
           f"{'fwd+bwd ms':>10} {'opt ms':>8} {'other ms':>8} {'host ms':>9} {'vs Dell':>8} {'vs NVIDIA':>9}")
     for row in report["rows"]:
+        member = row["member"] + (f" {row['variant']}" if row.get("variant") else "")
         if row.get("status") != "ok":
-            print(f"{row['benchmark']:16} {row['member']:20} {row['status']}: {row.get('error', '')}")
+            print(f"{row['benchmark']:16} {member:20} {row['status']}: {row.get('error', '')}")
             continue
         units = f"{row['units_per_s']:,.1f} {row['unit']}" + ("*" if row.get("cut") else "")
-        print(f"{row['benchmark']:16} {row['member']:20} {units:>22} {row['samples_per_s']:>11,.2f} "
+        print(f"{row['benchmark']:16} {member:20} {units:>22} {row['samples_per_s']:>11,.2f} "
               f"{_fmt(row['mfu'], '.1%'):>6} {_fmt(row['peak_memory_gib'], '.1f'):>6} "
               f"{row['forward_backward_ms']:>10.1f} {row['optimizer_ms']:>8.1f} {row['other_ms']:>8.1f} "
               f"{row['host_batch_ms']:>9.1f} {_ratio(row, 'Dell'):>8} {_ratio(row, 'NVIDIA'):>9}")
     for row in report["rows"]:
         for note in row.get("notes", []):
-            print(f"  {row['benchmark']}: {note}")
+            print(f"  {row['benchmark']}{' ' + row['variant'] if row.get('variant') else ''}: {note}")
     print("units/s and samples/s: per GPU, the full size's (* measured on a cut model: see its note); ms: per step "
           "of rows = gbs/8 (GPU time of the loop's regions; other: the rest of the step's wall time; host: one process "
           f"building the step's rows); published per-GPU rates {report.get('published_source', 'not loaded')}")
@@ -518,6 +545,11 @@ def main() -> None:
     p.add_argument("--report", type=Path, metavar="RUN_JSON", help="print a run's table again, with the rates here")
     p.add_argument("--cpu-smoke", action="store_true",
                    help="each benchmark's -tiny tier on CPU, fp32, 1 warm-up and 1 timed step (CI)")
+    p.add_argument("--fp8", action="store_true",
+                   help="also time each benchmark that declares its own --fp8 flag with it on, beside its bf16 row "
+                        "in the same run, and give the rate fp8 / bf16 (needs an FP8 GPU: compute capability 8.9+)")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile every row's model, as `trainclock run --compile` (fp8's casts are fused only so)")
     args = p.parse_args()
 
     if args.save_published:
@@ -536,6 +568,8 @@ def main() -> None:
             args.json.write_text(json.dumps(report, indent=1) + "\n")
         return
 
+    if args.cpu_smoke and args.fp8:
+        sys.exit("mlperf_steps_gpu.py: --fp8 times FP8 matmuls, which need a GPU; drop it with --cpu-smoke")
     if args.cpu_smoke:
         device, precision = torch.device("cpu"), "fp32"
         args.warmup, args.max_steps = 1, 1
@@ -570,19 +604,31 @@ def main() -> None:
     try:
         for workload in workloads:
             member = smallest_tier(workload) if args.cpu_smoke else workload.full_size
-            left = 60 * args.max_minutes - (time.perf_counter() - started)
-            # a benchmark takes its step budget and about as much again to write its data and build
-            if not args.cpu_smoke and left < 2 * args.seconds_per_benchmark:
-                rows.append({"benchmark": workload.key, "member": member, "status": "skipped",
-                             "error": f"{left:.0f} s left of --max-minutes {args.max_minutes}"})
-                continue
-            print(f"{workload.key}: {member} ...", flush=True)  # where a run killed at its time limit was
-            row = measure_row(workload, member, args, device, precision, peak, root)
-            rows.append(row)
-            print(f"{workload.key}: {row['status']}"
-                  + (f", {row['units_per_s']:,.1f} {row['unit']}/s per GPU" if row["status"] == "ok" else
-                     f": {row.get('error', '')}") + f" ({row['seconds']:.1f} s)", flush=True)
-            path.write_text(json.dumps(report(), indent=1) + "\n")  # a run stopped later keeps these rows
+            variants: list[tuple[str, ...]] = [()]
+            if args.fp8 and FP8_FLAG in workload_flags(workload):
+                variants.append((FP8_FLAG,))
+            base: dict | None = None  # this benchmark's default row, which a variant's rate is compared with
+            for on in variants:
+                left = 60 * args.max_minutes - (time.perf_counter() - started)
+                # a benchmark takes its step budget and about as much again to write its data and build
+                if not args.cpu_smoke and left < 2 * args.seconds_per_benchmark:
+                    rows.append({"benchmark": workload.key, "member": member, "variant": "+".join(on) or None,
+                                 "status": "skipped", "error": f"{left:.0f} s left of --max-minutes {args.max_minutes}"})
+                    continue
+                label = " ".join((member, *on))
+                print(f"{workload.key}: {label} ...", flush=True)  # where a run killed at its time limit was
+                row = measure_row(workload, member, args, device, precision, peak, root, on)
+                if on:
+                    compare_with_default(row, base)
+                else:
+                    base = row
+                rows.append(row)
+                print(f"{workload.key}: {label}: {row['status']}"
+                      + (f", {row['units_per_s']:,.1f} {row['unit']}/s per GPU" if row["status"] == "ok" else
+                         f": {row.get('error', '')}") + f" ({row['seconds']:.1f} s)", flush=True)
+                path.write_text(json.dumps(report(), indent=1) + "\n")  # a run stopped later keeps these rows
+            if root is not None and args.data_dir is None:  # the made-up data of every variant's row: gone now
+                shutil.rmtree(root / member, ignore_errors=True)
     finally:
         if temporary is not None:
             shutil.rmtree(temporary, ignore_errors=True)

@@ -1,6 +1,7 @@
 """What is GPT-specific in parallelising it: the tensor-parallel plan, the blocks (FSDP2 units
-and activation-checkpointing units) and the pipeline cut. The order in which they are applied,
-and data parallelism, live in trainclock.distributed.parallelize; model.py stays free of all this."""
+and activation-checkpointing units), the pipeline cut, and FP8 training's swap of the blocks' Linear
+layers, done first (torchtitan's model converters). The order in which the rest are applied, and
+data parallelism, live in trainclock.distributed.parallelize; model.py stays free of all this."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
+from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
-from trainclock.distributed.parallelize import ModelParallelism
+from trainclock.distributed.parallelize import Materialize, ModelParallelism, parallelize
 from trainclock.errors import UsageError
+from trainclock.workloads.gpt3.fp8 import convert as convert_to_fp8
 from trainclock.workloads.gpt3.model import GPTShape
 from trainclock.workloads.gpt3.pipeline import PipelinedGPT
 
@@ -40,3 +43,15 @@ PARALLELISM = ModelParallelism(
     pipeline=lambda model, ctx, microbatches, materialize: PipelinedGPT(
         model, ctx, materialize.target if materialize else model.tok_emb.weight.device, microbatches, materialize),
 )
+
+
+def parallelize_gpt(model: nn.Module, ctx: ParallelContext, *, fp8: bool = False, compile: bool = False,
+                    activation_checkpointing: bool = False, microbatches: int = 1,
+                    materialize: Materialize | None = None) -> nn.Module:
+    """The model as this rank trains it: with `fp8`, the blocks' Linear layers swapped for torchao's
+    Float8Linear first (on the meta device too), so TP, recompute, the pipeline cut, compile and FSDP2
+    all wrap float8 layers, as torchtitan converts before it parallelises."""
+    if fp8:
+        convert_to_fp8(model)
+    return parallelize(model, ctx, PARALLELISM, compile=compile, activation_checkpointing=activation_checkpointing,
+                       microbatches=microbatches, materialize=materialize)

@@ -44,6 +44,7 @@ class GPT3Spec:
     gradient_clip_norm: float = 1.0
     init_checkpoint_step: int = 0  # MLPerf gpt3 starts from a checkpoint at this step
     mlperf_benchmark: str = "gpt3"
+    fp8: bool = False  # the blocks' matmuls in FP8 through torchao (--fp8, fp8.py); bf16 by default
 
     @property
     def seq_len(self) -> int:

@@ -8,13 +8,14 @@ import functools
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
-from trainclock.distributed.parallelize import Materialize, builds_on_meta, parallelize
+from trainclock.distributed.parallelize import Materialize, builds_on_meta
 from trainclock.errors import ResourceError, UsageError
 from trainclock.optim.adamw import AdamW
 from trainclock.optim.schedules import WarmupCosine
@@ -23,8 +24,10 @@ from trainclock.workloads.batch_plan import with_batch_settings
 from trainclock.workloads.gpt3.data.batches import train_batch, validation_set
 from trainclock.workloads.gpt3.data.prepare import prepare
 from trainclock.workloads.gpt3.data.sources import fetch_shakespeare, parse_source
+from trainclock.workloads.gpt3.fp8 import RECIPE as FP8_RECIPE
+from trainclock.workloads.gpt3.fp8 import check as check_fp8
 from trainclock.workloads.gpt3.model import GPT, init_built_on_meta
-from trainclock.workloads.gpt3.parallelize import PARALLELISM, check_layout
+from trainclock.workloads.gpt3.parallelize import check_layout, parallelize_gpt
 from trainclock.workloads.gpt3.pipeline import PipelinedGPT
 from trainclock.workloads.gpt3.spec import MEMBERS, METRIC, GPT3Spec, get_member
 
@@ -45,11 +48,16 @@ class GPT3Workload:
                 for s in MEMBERS.values()]
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
-        return None  # --data is generic
+        group.add_argument("--fp8", action="store_true", default=False,
+                           help=f"the transformer blocks' matmuls in FP8 (torchao float8 training, {FP8_RECIPE} "
+                                "scaling; needs an FP8 GPU: compute capability 8.9+, e.g. H100); default bf16")
 
     def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> GPT3Spec:
         spec = get_member(member)
         check_layout(spec.shape, layout)
+        if settings.extra.get("fp8"):
+            check_fp8(device)  # refused now, before the run measures and imports for a minute
+            spec = replace(spec, fp8=True)
         spec = with_batch_settings(spec, settings, layout, "sequences")
         check_fits(spec, device, shards=layout.world_size if layout.fsdp else layout.tp * layout.pp)
         return spec
@@ -161,14 +169,16 @@ def build_model(spec: GPT3Spec, ctx: ParallelContext, device: torch.device, comp
     cut up to a billion parameters (the same weights under every layout); above, or with `on_meta`,
     built on the meta device, cut there, and only this rank's shards materialised and initialised."""
     micro = min(spec.micro_batch_size, spec.global_batch_size // ctx.dp_size)
-    options = {"compile": compile, "activation_checkpointing": activation_checkpointing,
+    if spec.fp8:
+        check_fp8(device)
+    options = {"fp8": spec.fp8, "compile": compile, "activation_checkpointing": activation_checkpointing,
                "microbatches": spec.global_batch_size // ctx.dp_size // micro}
     if not (builds_on_meta(spec.shape.parameter_count(), device) if on_meta is None else on_meta):
-        return parallelize(GPT(spec.shape).to(device), ctx, PARALLELISM, **options)
+        return parallelize_gpt(GPT(spec.shape).to(device), ctx, **options)
     with torch.device("meta"):
         model = GPT(spec.shape)
     init = functools.partial(init_built_on_meta, n_layer=spec.shape.n_layer)
-    return parallelize(model, ctx, PARALLELISM, materialize=Materialize(device, init), **options)
+    return parallelize_gpt(model, ctx, materialize=Materialize(device, init), **options)
 
 
 def gpt3_job(spec: GPT3Spec, model: torch.nn.Module, batch, evaluate, score, dataset: str,
@@ -220,6 +230,8 @@ def log_keys(spec: GPT3Spec, dataset: str) -> dict:
     }
     if spec.init_checkpoint_step:
         keys["init_checkpoint_step"] = spec.init_checkpoint_step
+    if spec.fp8:  # a result says its blocks' matmuls ran in FP8 (bf16 logs keep their keys)
+        keys["trainclock_fp8"] = f"torchao float8 {FP8_RECIPE}"
     return keys
 
 

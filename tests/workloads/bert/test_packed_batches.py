@@ -219,3 +219,26 @@ def test_the_job_trains_the_same_steps_packed_and_unpacked(sample, tmp_path):
         batches = [job.batch(s, slice(0, GBS)) for s in range(2)]
         losses[packed] = [float(train_step(job, optimizer, b, MICRO, nullcontext, cpu, ctx)[0]) for b in batches]
     assert losses[True] == pytest.approx(losses[False], rel=1e-5)
+
+
+def test_a_packed_runs_flops_count_the_rows_it_computes(tmp_path, monkeypatch):
+    """MFU of a packed run: a sequence costs its share of a 512-token row, not a whole row."""
+    from trainclock.distributed.context import single_process
+    from trainclock.distributed.layout import Layout
+    from trainclock.workloads.base import RunSettings
+    from trainclock.workloads.bert import WORKLOAD
+
+    monkeypatch.delenv("TRAINCLOCK_BERT_INIT_CHECKPOINT", raising=False)
+    data = WORKLOAD.write_sample_data("bert-large", tmp_path, samples=40, seed=1)
+    meta = torch.device("meta")
+
+    def job(pack: bool):
+        settings = RunSettings(data=str(data), extra={"pack_sequences": pack})
+        spec = WORKLOAD.resolve("bert-large", settings, Layout(), meta)
+        return WORKLOAD.build_job(spec, single_process(), meta, 3, settings)
+
+    packed, unpacked = job(True), job(False)
+    share = packed.flops_per_sample / unpacked.flops_per_sample
+    gbs = packed.global_batch_size
+    rows = [len(m["input_ids"]) for step in range(4) for m in packed.batch(step, slice(0, gbs)).micro]
+    assert share == pytest.approx(sum(rows) / (4 * gbs)) and share < 0.8

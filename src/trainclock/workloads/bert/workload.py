@@ -20,8 +20,8 @@ from trainclock.optim.lamb import Lamb, PolyWarmup
 from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
 from trainclock.workloads.batch_plan import with_batch_settings
 from trainclock.workloads.batches import TreeBatch
-from trainclock.workloads.bert.data.batches import (PackedBatches, as_tensors, model_inputs, packed_train_batch,
-                                                    train_batch)
+from trainclock.workloads.bert.data.batches import (PackedBatches, as_tensors, model_inputs, packed_rows_per_sequence,
+                                                    packed_train_batch, train_batch)
 from trainclock.workloads.bert.data.official import load_folder
 from trainclock.workloads.bert.data.prepare import Layout as DataLayout
 from trainclock.workloads.bert.data.prepare import prepare
@@ -186,7 +186,12 @@ def build_job(spec: BertSpec, settings: RunSettings, seed: int, ctx: ParallelCon
                                       spec.seq_len, spec.max_predictions)
         return train_batch(train, seed, step, spec.global_batch_size, rows)
 
-    return bert_job(spec, model, batch, evaluate, dataset=dataset, eval_samples=len(evaluation["input_ids"]))
+    # packed, a sequence costs its share of a row (about 0.54 at 512 on Wikipedia), so MFU counts what is computed
+    rows_per_sequence = (packed_rows_per_sequence(train, seed, spec.global_batch_size, spec.micro_batch_size,
+                                                  spec.seq_len, spec.max_predictions)
+                         if spec.pack_sequences and len(train["input_ids"]) else 1.0)
+    return bert_job(spec, model, batch, evaluate, dataset=dataset, eval_samples=len(evaluation["input_ids"]),
+                    rows_per_sequence=rows_per_sequence)
 
 
 def build_model(spec: BertSpec, ctx: ParallelContext, device: torch.device, settings: RunSettings,
@@ -206,8 +211,10 @@ def build_model(spec: BertSpec, ctx: ParallelContext, device: torch.device, sett
                               activation_checkpointing=settings.activation_checkpointing)
 
 
-def bert_job(spec: BertSpec, model: torch.nn.Module, batch, evaluate, dataset: str, eval_samples: int) -> TrainJob:
-    """The job around a built model; tests build one with a stand-in model to write logs."""
+def bert_job(spec: BertSpec, model: torch.nn.Module, batch, evaluate, dataset: str, eval_samples: int,
+             rows_per_sequence: float = 1.0) -> TrainJob:
+    """The job around a built model; tests build one with a stand-in model to write logs.
+    `rows_per_sequence`: the rows of seq_len tokens computed per sequence (below 1 when packed)."""
     return TrainJob(
         name=spec.name,
         benchmark=spec.mlperf_benchmark,
@@ -222,7 +229,7 @@ def bert_job(spec: BertSpec, model: torch.nn.Module, batch, evaluate, dataset: s
         progress=Progress(unit="samples", units_per_sample=1, log_key="epoch_num", log_in="samples"),
         global_batch_size=spec.global_batch_size,
         micro_batch_size=spec.micro_batch_size,
-        flops_per_sample=spec.shape.flops_per_sample(spec.seq_len, spec.max_predictions),
+        flops_per_sample=spec.shape.flops_per_sample(spec.seq_len, spec.max_predictions) * rows_per_sequence,
         optimizer=optimizer(spec),
         eval_schedule=EvalSchedule(every=spec.eval_every_samples),
         eval_samples=eval_samples,

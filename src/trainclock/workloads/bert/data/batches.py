@@ -76,6 +76,18 @@ def packed_train_batch(train: dict[str, torch.Tensor], seed: int, step: int, bat
                       tuple(b - a for a, b in cuts))
 
 
+def packed_rows_per_sequence(train: dict[str, torch.Tensor], seed: int, batch: int, micro: int, seq_len: int,
+                             max_predictions: int, steps: int = 4) -> float:
+    """The rows a packed run computes per sequence (bucket padding included), over its first steps'
+    whole batches: a sequence then costs this share of a row's FLOPs, not a whole row's."""
+    rows = sequences = 0
+    for step in range(steps):
+        packed = packed_train_batch(train, seed, step, batch, slice(0, batch), micro, seq_len, max_predictions)
+        rows += sum(len(m["input_ids"]) for m in packed.micro)
+        sequences += sum(packed.counts)
+    return rows / sequences
+
+
 class PackedBatches(TreeBatch):
     """The loop's handling of PackedStep batches, whose rows are counted in sequences: a slice or a
     micro-batch is whole packed micro-batches (the loop cuts at the sizes packed_train_batch packed)."""

@@ -80,21 +80,37 @@ def main() -> None:
     p.add_argument("--write", action="store_true", help="write targets/<member>.json in the workload's package")
     p.add_argument("--from-evidence", action="store_true",
                    help="no training: the seeds, budget and curves recorded in targets/<member>.json")
+    p.add_argument("--add-seeds", metavar="SEEDS",
+                   help="train these seeds only, at the recorded budget and precision, and derive the target from "
+                        "them with the runs already recorded in targets/<member>.json (the tier rule wants 5 or more)")
     args = p.parse_args()
     if not 0 <= args.headroom < 1:
         p.error("--headroom is a share of the budget: pick a number in [0, 1)")
     workload, name = registry.find(args.member)
     path = Path(inspect.getfile(type(workload))).parent / "targets" / f"{name}.json"
-    if args.from_evidence:
+    recorded: dict = {}
+    if args.from_evidence or args.add_seeds:
+        flag = "--from-evidence" if args.from_evidence else "--add-seeds"
         try:
             recorded = json.loads(path.read_text())
             runs, args.budget_samples = recorded["runs"], recorded["budget_samples"]
         except (OSError, ValueError, KeyError) as e:
-            p.error(f"--from-evidence: no recorded curves for {name} in {path} ({e}); record them first")
-        args.seeds = ",".join(str(r["seed"]) for r in runs)
+            p.error(f"{flag}: no recorded curves for {name} in {path} ({e}); record them first")
         quality = next(m.quality for m in workload.members() if m.name == name)
         load = tuple(recorded["load_average_1_5_15"])  # the recorded runs' machine, not this moment's
         machine, torch_version = recorded["machine"], recorded["torch"]
+        if args.add_seeds:
+            new_seeds = [int(seed) for seed in args.add_seeds.split(",")]
+            if clash := {r["seed"] for r in runs} & set(new_seeds):
+                p.error(f"--add-seeds: seeds {sorted(clash)} are already recorded for {name}")
+            if torch.__version__ != torch_version:
+                p.error(f"--add-seeds: the recorded runs used torch {torch_version}, this is {torch.__version__}; "
+                        "record every seed again instead")
+            with tempfile.TemporaryDirectory() as out:
+                runs = runs + [reference_run(name, seed, args.budget_samples, recorded["precision"], Path(out))[0]
+                               for seed in new_seeds]
+            load = tuple(max(a, b) for a, b in zip(load, os.getloadavg()))  # the busier of the two sessions
+        args.seeds = ",".join(str(r["seed"]) for r in runs)
     else:
         if args.budget_samples is None:
             p.error("give --budget-samples (the samples within which every seed must reach the target)")
@@ -126,7 +142,7 @@ def main() -> None:
                f"median time-to-target "
                f"{median:.1f} s in these runs (load average {load[0]:.1f})")
     print(summary)
-    evidence = {"targets": targets, "summary": summary, "budget_samples": args.budget_samples,
+    evidence = {**recorded, "targets": targets,  # keeping a recorded file's other facts (e.g. a best achievable value) "summary": summary, "budget_samples": args.budget_samples,
                 "measured_within_samples": measured_within,
                 "machine": machine, "precision": runs[0]["precision"],
                 "load_average_1_5_15": [round(x, 2) for x in load], "torch": torch_version, "runs": runs}

@@ -89,7 +89,8 @@ def test_validation_is_labelled_by_the_training_splits_category_ids(tmp_path):
 def test_boxes_are_clipped_to_the_image_and_empty_ones_dropped(tmp_path):
     root = write_layout(tmp_path, "coco")  # 32 x 32 images
     first = json.loads((root / TRAIN).read_text())["images"][0]["id"]
-    extra = [[1000, -500, 5000, 4000], [-10, -10, 20, 20], [0, 0, 1e30, 1e30], [30, 31, 1e30, -5]]
+    # far off, partly in, larger than the image, inverted, and a sliver of no width once in float32
+    extra = [[1000, -500, 5000, 4000], [-10, -10, 20, 20], [0, 0, 1e30, 1e30], [30, 31, 1e30, -5], [16, 2, 1e-7, 8]]
 
     def add(data):
         for k, bbox in enumerate(extra):
@@ -100,7 +101,7 @@ def test_boxes_are_clipped_to_the_image_and_empty_ones_dropped(tmp_path):
     train, _ = load_splits(SSD, root)
     record = next(r for r in train.records if r.id == first)
     assert record.boxes.min() >= 0 and record.boxes.max() <= 32
-    assert record.boxes[-2:].tolist() == [[0, 0, 10, 10], [0, 0, 32, 32]]  # the far and the inverted ones dropped
+    assert record.boxes[-2:].tolist() == [[0, 0, 10, 10], [0, 0, 32, 32]]  # far, inverted and sliver dropped
     assert (record.boxes[:, 2:] > record.boxes[:, :2]).all()
 
 

@@ -142,8 +142,21 @@ class BatchedRetinaNetHead(RetinaNetHead):
 
 class BatchedRetinaNet(RetinaNet):
     """torchvision's RetinaNet whose anchor matching runs on the stacked batch (match_anchors) and
-    whose head is a BatchedRetinaNetHead: matching and loss with no host read (RetinaNet.forward's
-    check for degenerate boxes still reads one flag an image)."""
+    whose head is a BatchedRetinaNetHead: a training step with no host read."""
+
+    def forward(self, images: list[Tensor], targets: list[dict[str, Tensor]] | None = None):
+        if not self.training:
+            return super().forward(images, targets)
+        if targets is None:
+            raise ValueError("RetinaNet trains on targets: pass them with the images")
+        # torchvision's training forward less its check for degenerate boxes, a host read an image:
+        # the data reader drops every box without width or height in float32 (data/layout.py), and
+        # the resize scales widths by a positive factor
+        images, targets = self.transform(images, targets)
+        features = list(self.backbone(images.tensors).values())
+        head_outputs = self.head(features)
+        anchors = self.anchor_generator(images, features)
+        return self.compute_loss(targets, head_outputs, anchors)
 
     def compute_loss(self, targets: list[dict[str, Tensor]], head_outputs: dict[str, Tensor],
                      anchors: list[Tensor]) -> dict[str, Tensor]:

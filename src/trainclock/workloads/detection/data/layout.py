@@ -237,7 +237,8 @@ def _annotation(where: Path, n: int, a, images: dict, categories: set[int], mask
     # clipped to the image, as the references' transforms do; a box with nothing inside is dropped
     x1, x2 = min(max(x, 0.0), width), min(max(x + w, 0.0), width)
     y1, y2 = min(max(y, 0.0), height), min(max(y + h, 0.0), height)
-    if not (x2 > x1 and y2 > y1):
+    # compared as stored (float32): a sliver that rounds to zero width would make the box loss's log(0)
+    if not (np.float32(x2) > np.float32(x1) and np.float32(y2) > np.float32(y1)):
         return None
     return (x1, y1, x2, y2), a["category_id"], segmentation
 

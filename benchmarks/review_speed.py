@@ -26,11 +26,18 @@ import tempfile
 import time
 from pathlib import Path
 
-from trainclock.review.tree import review_path
+from trainclock.review.tree import ROUND_FOLDER, review_path
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "mlperf-results"
 SUITE = SHARED.parent / "mlperf-suite"
-RULESETS = {"v3.0": "3.0.0", "v3.1": "3.1.0"}
+def round_dirs(root: Path) -> list[Path]:
+    """The round folders of `root` (v3.1, training_results_v4.0: any round trainclock reviews)."""
+    return sorted(p for p in root.iterdir() if p.is_dir() and ROUND_FOLDER.fullmatch(p.name))
+
+
+def ruleset(round_dir: Path) -> str:
+    """The summarizer's ruleset of a round folder: v4.1 -> 4.1.0."""
+    return f"{ROUND_FOLDER.fullmatch(round_dir.name).group(1)}.0"
 REQUIRED_RATIO = 10.0
 
 
@@ -65,7 +72,7 @@ def cold_seconds(shared: Path) -> float:
 
 def writable_copy(root: Path, into: Path) -> Path:
     """The round folders of `root` copied under `into`, writable (the fixtures are read-only)."""
-    for round_dir in sorted(root.glob("v*")):
+    for round_dir in round_dirs(root):
         shutil.copytree(round_dir, into / round_dir.name)
     for path in into.rglob("*"):
         path.chmod(path.stat().st_mode | 0o200)
@@ -82,12 +89,12 @@ def trainclock_seconds(tree: Path) -> float:
 def official_seconds(tree: Path) -> float:
     """The installed summarizer's command line on `tree` (a copy it may change), one call per round."""
     total = 0.0
-    for round_dir in sorted(tree.glob("v*")):
+    for round_dir in round_dirs(tree):
         orgs = sorted(p.name for p in round_dir.iterdir() if (p / "results").is_dir())
         folder = f"{round_dir}/{{{','.join(orgs)}}}" if len(orgs) > 1 else f"{round_dir}/{orgs[0]}"
         start = time.perf_counter()
         subprocess.run([sys.executable, "-m", "mlperf_logging.result_summarizer", folder, "training",
-                        RULESETS[round_dir.name]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                        ruleset(round_dir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        check=True, cwd=tree)  # cwd: it writes its own log files where it runs
         total += time.perf_counter() - start
     return total

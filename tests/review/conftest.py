@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import tarfile
 import tempfile
 from pathlib import Path
 
@@ -62,3 +63,23 @@ def copy_of(tmp_path, shared_results):
         shutil.copytree(shared_results / relative, target)
         return target
     return copy
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+LATER_ROUNDS = ("4.0", "4.1", "5.0", "5.1")  # fixtures/training_results_v<round>.tar.xz: published entries
+
+
+@pytest.fixture(scope="session")
+def later_rounds(tmp_path_factory) -> dict[str, Path]:
+    """Round -> a read-only training_results_v<round> tree of a few published entries of that round
+    (results/<system>/<benchmark>/ and systems/<system>.json, extracted from the MLCommons
+    repositories as they are; kept compressed in the repository)."""
+    root = tmp_path_factory.mktemp("later-rounds")
+    trees = {}
+    for round_ in LATER_ROUNDS:
+        with tarfile.open(FIXTURES / f"training_results_v{round_}.tar.xz") as archive:
+            archive.extractall(root, filter="data")
+        trees[round_] = root / f"training_results_v{round_}"
+    for path in root.rglob("*"):
+        path.chmod(path.stat().st_mode & ~0o222)  # the review must never write into what it reads
+    return trees

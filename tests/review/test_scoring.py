@@ -17,14 +17,15 @@ RUNS = {"gpt3": 3, "bert": 10, "stable_diffusion": 10, "resnet": 5, "ssd": 5, "m
 
 
 def test_runs_per_benchmark_are_the_rules_and_agree_with_mlperf_logging():
-    for round_ in supported_rounds():
+    for round_ in ("3.0", "3.1"):
         for benchmark in get_allowed_benchmarks("training", round_):
-            rule = scoring_rule(benchmark)
+            rule = scoring_rule(benchmark, round_)
             assert rule.runs == RUNS[benchmark] == get_result_file_counts("training")[benchmark]
             assert rule.runs == submission_runs["training"][benchmark]
             assert rule.drop == (4 if benchmark == "unet3d" else 1)
-    assert supported_rounds() == ["3.0", "3.1"]
-    assert scoring_rule("llama2_70b_lora") is None and scoring_rule(None) is None
+            assert scoring_rule(benchmark).runs == rule.runs  # without a round: the same runs
+    assert supported_rounds()[:2] == ["3.0", "3.1"]  # and every later one: test_rounds.py
+    assert scoring_rule("maskrcnn", "4.0") is None and scoring_rule(None) is None
 
 
 @pytest.mark.parametrize("minutes, drop, score", [

@@ -60,9 +60,9 @@ def test_round_option_overrides_the_folder(shared_results):
 def test_unsupported_rounds_are_refused(shared_results, tmp_path):
     with pytest.raises(UsageError, match="round '2.1' \\(--round\\).*3.0, 3.1"):
         review_path(shared_results / GAUDI_31, round_="2.1")
-    shutil.copytree(shared_results / GAUDI_31, tmp_path / "v4.0" / "Intel" / "results" / "x" / "gpt3")
-    with pytest.raises(UsageError, match="round '4.0' \\(the folder v4.0 in"):
-        review_path(tmp_path / "v4.0")
+    shutil.copytree(shared_results / GAUDI_31, tmp_path / "training_results_v2.1" / "Intel" / "results" / "x" / "gpt3")
+    with pytest.raises(UsageError, match="round '2.1' \\(the folder training_results_v2.1 in"):
+        review_path(tmp_path / "training_results_v2.1")
 
 
 def test_missing_and_empty_paths_are_usage_errors(tmp_path):

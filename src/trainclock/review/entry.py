@@ -10,6 +10,7 @@ from typing import Any
 
 from trainclock.review.json_files import accelerator_count, count_problem, scaling_file
 from trainclock.review.rcp import RcpCheck, check_convergence
+from trainclock.review.rounds import round_of
 from trainclock.review.run_review import RunReview
 from trainclock.review.scoring import ScoringRule, olympic, scoring_rule
 
@@ -22,7 +23,9 @@ class EntryContext:
 
     folder: Path
     round: str  # "3.1"
-    round_source: str  # "path" (a v3.1/ folder), "option" (given), "default" (neither)
+    # "path" (a v4.0/ or training_results_v4.0/ folder), "option" (--round), "default" (neither: the
+    # round the logs tell, review/round_inference.py; the name is kept for the results store)
+    round_source: str
     org: str | None = None
     system: str | None = None
     benchmark_folder: str | None = None  # the folder name: the benchmark, or trainclock's workload
@@ -94,7 +97,14 @@ class EntryReview:
 
     @property
     def division(self) -> str | None:
-        return _most_common(r.division for r in self.runs)
+        """The system description's division, as the summarizer takes it, else the logs'."""
+        return system_division(self.context.system_desc) or _most_common(r.division for r in self.runs)
+
+    @property
+    def rules_missing(self) -> str | None:
+        """Why the round has no rules to score this entry by, in one line; None when it has."""
+        found = round_of(self.context.round)
+        return found.missing(self.benchmark) if found else f"trainclock has no rules for round {self.context.round}"
 
     @property
     def accelerators(self) -> int | None:
@@ -115,7 +125,7 @@ def review_entry(context: EntryContext, runs: Sequence[RunReview], rcp_dir: Path
     failing (each dropped as one of the slowest), olympic mean x scaling.json, and the reference
     convergence check."""
     benchmark = _most_common(r.benchmark for r in runs)
-    rule = scoring_rule(benchmark)
+    rule = scoring_rule(benchmark, context.round)
     scaling, scaling_path = scaling_file(context.folder)
     reasons = _consistency_problems(runs)
     verdict = INVALID if reasons else VALID
@@ -123,7 +133,8 @@ def review_entry(context: EntryContext, runs: Sequence[RunReview], rcp_dir: Path
     view = _summarizer_view(runs, rule, scaling, _entry_name(context, runs, benchmark)) if rule else None
     if rule is None:
         verdict = INVALID
-        reasons.append(f"no scoring rule for benchmark {benchmark!r}" if benchmark else "the logs name no benchmark")
+        found = round_of(context.round)
+        reasons.append(f"not scored: {found.missing(benchmark) if found else 'no rules for round ' + context.round}")
     elif len(failed) > rule.not_converged:
         verdict = INVALID
         reasons.append(f"{len(failed)} of {len(runs)} runs failed review (did not converge or broke a rule); at most "
@@ -140,7 +151,7 @@ def review_entry(context: EntryContext, runs: Sequence[RunReview], rcp_dir: Path
                            f"slowest ({rule.not_converged} may)")
         if len(runs) > rule.runs:
             reasons.append(f"{len(runs)} runs where the rules ask for {rule.runs}; all are scored")
-    for run in failed:
+    for run in failed if rule else ():  # without rules, their failures are that one reason
         reasons.append(f"{run.where}: not counted: {run.why_not_counted}")
     if scaling != 1.0:
         reasons.append(f"scaled by {scaling:g} ({scaling_path})")
@@ -148,7 +159,7 @@ def review_entry(context: EntryContext, runs: Sequence[RunReview], rcp_dir: Path
     if problem:
         reasons.append(f"system description {context.system_path or ''}: {problem}; its accelerator count is "
                        "shown as unknown until the file is fixed")
-    rcp = _rcp(runs, rule, context.round, rcp_dir) if rule else None
+    rcp = _rcp(runs, rule, context, rcp_dir) if rule else None
     if rcp and rcp.status in ("fail", "missing"):
         reasons.append(f"RCP {rcp.status}{'' if rcp.binding else ' (hint)'}: {rcp.message}")
         if rcp.status == "fail" and rcp.binding:
@@ -219,14 +230,22 @@ def _consistency_problems(runs: Sequence[RunReview]) -> list[str]:
     return problems
 
 
-def _rcp(runs: Sequence[RunReview], rule: ScoringRule, round_: str, rcp_dir: Path | None) -> RcpCheck:
-    # as the result summarizer: reference convergence points bind the closed division only
-    division = _most_common(r.division for r in runs)
+def _rcp(runs: Sequence[RunReview], rule: ScoringRule, context: EntryContext, rcp_dir: Path | None) -> RcpCheck:
+    # as the result summarizer: reference convergence points bind the closed division only, and
+    # the division is the system description's (the logs' where the tree has none)
+    division = system_division(context.system_desc) or _most_common(r.division for r in runs)
     if division != "closed":
         return RcpCheck("n/a", f"the {division or 'unknown'} division has no reference convergence points")
     # rcp_checker reads its own convergence points (a run_stop with status success, whatever the
     # compliance check says) and the batch size wherever the log names it
-    return check_convergence(rule, round_, [r.rcp_batch_size for r in runs], [r.rcp_point for r in runs], rcp_dir)
+    return check_convergence(rule, context.round, [r.rcp_batch_size for r in runs], [r.rcp_point for r in runs],
+                             rcp_dir)
+
+
+def system_division(desc: dict[str, Any] | None) -> str | None:
+    """systems/<system>.json's division, where the summarizer reads it (None without one)."""
+    division = (desc or {}).get("division")
+    return division if isinstance(division, str) and division else None
 
 
 def _most_common(values) -> Any:

@@ -18,7 +18,9 @@ MAX_HEADER_KEYS = 1_000
 MAX_HEADER_VALUE = 4_000  # characters of JSON: hyperparameters are short
 OWN_KEYS = ("trainclock_target", "trainclock_progress_unit")  # read by log_quality
 MAX_OWN_EVENTS = 100
-MAX_STEPS = 10_000  # distinct step_num values kept for stable diffusion's RCP reading
+MAX_STEPS = 10_000  # distinct step_num (or samples_count) values kept for stable diffusion's RCP reading
+RCP_COUNT_KEYS = ("epoch_num", "samples_count")  # whose last value before run_stop rcp_checker may read
+RCP_STEP_KEYS = ("step_num", "samples_count")  # what stable diffusion's evaluations are keyed by (3.1; 4.0 on)
 RCP_EVAL_KEYS = ("eval_accuracy", "eval_error")  # the keys rcp_checker reads a convergence point from
 
 
@@ -33,6 +35,16 @@ class RcpReading:
     train_samples: Any = None  # the last train_samples value before that run_stop
     steps: dict | None = None  # step_num -> {metric: value} of the eval lines before it (stable diffusion)
     stop_line: int | None = None  # that run_stop's line
+    last_samples_count: Any = None  # samples_count of the last eval line before that run_stop
+    samples_steps: dict | None = None  # as steps, keyed by samples_count (stable diffusion from 4.0)
+
+    def last(self, key: str) -> Any:
+        """The last eval line's `key` ("epoch_num", "samples_count") before the run_stop."""
+        return self.last_samples_count if key == "samples_count" else self.last_epoch_num
+
+    def evaluations(self, key: str) -> dict:
+        """Count -> {metric: value} of the eval lines before the run_stop, by `key` ("step_num", "samples_count")."""
+        return (self.samples_steps if key == "samples_count" else self.steps) or {}
 
 
 @dataclass(frozen=True)
@@ -60,9 +72,9 @@ class LogSummary:
     rcp: RcpReading = field(default_factory=RcpReading)
     _running: bool = False
     _batch_size: Any = None
-    _last_epoch_num: Any = None
+    _last: dict = field(default_factory=dict)  # RCP_COUNT_KEYS -> the last eval line's value
     _train_samples: Any = None
-    _steps: dict = field(default_factory=dict)
+    _steps: dict = field(default_factory=lambda: {key: {} for key in RCP_STEP_KEYS})
     # where training resumes (block_start, epoch_start) ends an evaluation scored in the background
     _eval_marks: dict = field(default_factory=lambda: {"eval_start": [], "eval_stop": [], "block_start": [],
                                                        "epoch_start": []})
@@ -90,9 +102,10 @@ class LogSummary:
             self.status = str(e.metadata.get("status", "unknown"))[:100]
             # rcp_checker takes the state at the last run_stop, whatever came before it
             success = e.metadata.get("status") == "success"
-            self.rcp = RcpReading(None, success, self._last_epoch_num if success else None,
-                                  self._train_samples if success else None,
-                                  dict(self._steps) if success and self._steps else None, e.lineno)
+            steps, samples = (dict(self._steps[k]) or None if success else None for k in RCP_STEP_KEYS)
+            self.rcp = RcpReading(None, success, self._last.get("epoch_num") if success else None,
+                                  self._train_samples if success else None, steps, e.lineno,
+                                  self._last.get("samples_count") if success else None, samples)
         elif e.key == "eval_accuracy":
             if len(self.evals) < MAX_EVALS:
                 metric = e.metadata.get("metric")
@@ -108,11 +121,16 @@ class LogSummary:
             self.own_events.append(e)
 
     def _rcp_eval(self, e: Event) -> None:
-        if "epoch_num" in e.metadata:
-            self._last_epoch_num = e.metadata["epoch_num"]
-        step, metric = e.metadata.get("step_num"), e.metadata.get("metric")
-        if isinstance(metric, str) and _number(step) and (step in self._steps or len(self._steps) < MAX_STEPS):
-            self._steps.setdefault(step, {})[metric] = e.value
+        for key in RCP_COUNT_KEYS:
+            if key in e.metadata:
+                self._last[key] = e.metadata[key]
+        metric = e.metadata.get("metric")
+        if not isinstance(metric, str):
+            return
+        for key in RCP_STEP_KEYS:
+            step, steps = e.metadata.get(key), self._steps[key]
+            if _number(step) and (step in steps or len(steps) < MAX_STEPS):
+                steps.setdefault(step, {})[metric] = e.value
 
     def rcp_reading(self) -> RcpReading:
         """The RCP reading of the whole log: the batch size is the last one logged, after run_stop too."""

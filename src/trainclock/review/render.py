@@ -37,7 +37,8 @@ def print_review(entries: Sequence[EntryReview], console: Console | None = None,
         table.add_row(*_row(entry))
     console.print(table)
     if any(e.context.round_source == "default" for e in entries):
-        console.print("* round assumed: no v3.x folder in the path; choose one with --round")
+        console.print("* round assumed from the logs (their benchmark and run_start date): no vX.Y folder in "
+                      "the path; choose one with --round")
     for entry in entries:
         _print_details(entry, console, verbose)
 
@@ -84,6 +85,8 @@ def _print_details(entry: EntryReview, console: Console, verbose: bool) -> None:
         console.print(f"  {escape(reason)}", soft_wrap=True)
     if verbose and entry.rcp:
         console.print(f"  RCP {entry.rcp.status}: {escape(entry.rcp.message)}", soft_wrap=True)
+    if entry.rule is None and entry.rules_missing and not verbose:
+        return  # the one line why it is not scored says it all; its runs were checked by no round's rules
     for run in entry.runs:
         if verbose:
             reached = "not reached" if run.converged_at is None else f"{run.converged_at:,} {run.progress_unit or ''}"

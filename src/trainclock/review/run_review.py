@@ -140,7 +140,7 @@ def review_log(path: Path, round_: str) -> RunReview:
     except OSError as e:
         raise DataError(f"cannot read log {path}: {e.strerror}; check that it is a readable file") from None
     header = summary.header
-    rule = scoring_rule(header.get("submission_benchmark"))
+    rule = scoring_rule(header.get("submission_benchmark"), round_)
     reading = summary.rcp_reading()
     quality = log_quality(summary.own_events, header)
     findings = report.findings
@@ -179,12 +179,14 @@ def rcp_point(reading: RcpReading, rule: ScoringRule | None) -> float | None:
     if rule is None or not reading.converged:
         return None
     if rule.rcp_progress == FIRST_PASS:
-        passing = [step for step, results in (reading.steps or {}).items()
+        passing = [step for step, results in reading.evaluations(rule.rcp_key).items()
                    if all(_passes(results.get(metric), op, limit) for metric, op, limit in rule.rcp_pass)]
         return float(min(passing)) if passing else None
-    value = reading.last_epoch_num
-    # rcp_checker: round(conv_epoch, 3)
-    return float(round(value, 3)) if _finite(value) else None
+    value = reading.last(rule.rcp_key)
+    if not _finite(value):
+        return None
+    # rcp_checker: round(conv_epoch, 3) for epoch_num; samples_count as logged
+    return float(value if rule.rcp_decimals is None else round(value, rule.rcp_decimals))
 
 
 def _passes(value: Any, op: str, limit: float) -> bool:

@@ -1,29 +1,17 @@
-"""MLPerf's scoring rules (runs per entry, olympic mean, non-converged runs allowed, how the RCP
-check reads convergence) read from rules/scoring.yaml."""
+"""MLPerf's scoring rules of each round (runs per entry, olympic mean, non-converged runs allowed,
+how the RCP check reads convergence): review/rounds.py builds them from mlperf_logging and
+rules/scoring.yaml."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import yaml
+from trainclock.review.round_rules import FIRST_PASS, LAST_EVAL, ScoringRule
+from trainclock.review.rounds import all_rounds
 
-from trainclock.review.rulebook import OWN_RULES
-
-LAST_EVAL, FIRST_PASS = "last_eval", "first_pass"
-
-
-@dataclass(frozen=True)
-class ScoringRule:
-    benchmark: str
-    runs: int  # result logs an entry needs
-    drop: int  # runs dropped from each end of the sorted times
-    not_converged: int  # runs that may fail review, each dropped as one of the slowest
-    progress: str  # what eval_accuracy's epoch_num (or samples_count, step_num) counts
-    rcp_progress: str = LAST_EVAL  # how the RCP check reads a run's convergence point
-    # FIRST_PASS only: (metric, comparison "<=" or ">=", threshold), a tuple to keep the rule hashable
-    rcp_pass: tuple[tuple[str, str, float], ...] = ()
+__all__ = ["FIRST_PASS", "LAST_EVAL", "OlympicMean", "ScoringRule", "olympic", "olympic_mean", "scoring_rule",
+           "supported_rounds"]
 
 
 @dataclass(frozen=True)
@@ -37,22 +25,20 @@ class OlympicMean:
     failed: tuple[int, ...]  # runs that failed review (None), dropped as the slowest
 
 
-@functools.cache
-def _table() -> dict:
-    return yaml.safe_load((OWN_RULES / "scoring.yaml").read_text())
-
-
 def supported_rounds() -> list[str]:
-    return list(_table()["rounds"])
+    """The rounds trainclock reviews: those the installed mlperf_logging has rules for, oldest first."""
+    return list(all_rounds())
 
 
-def scoring_rule(benchmark: str | None) -> ScoringRule | None:
-    row = _table()["benchmarks"].get(benchmark) if isinstance(benchmark, str) else None
-    if not row:
+def scoring_rule(benchmark: str | None, round_: str | None = None) -> ScoringRule | None:
+    """The rules of `benchmark` in `round_`; None where the round has none for it. Without a
+    round (the planner's runs per result, the same in every round) the oldest round that has it."""
+    if not isinstance(benchmark, str):
         return None
-    row = dict(row)
-    row["rcp_pass"] = tuple((metric, op, float(limit)) for metric, (op, limit) in (row.get("rcp_pass") or {}).items())
-    return ScoringRule(benchmark, **row)
+    if round_ is not None:
+        found = all_rounds().get(round_)
+        return found.rules.get(benchmark) if found else None
+    return next((r.rules[benchmark] for r in all_rounds().values() if benchmark in r.rules), None)
 
 
 def olympic(minutes: Sequence[float | None], drop: int, allowed: int | None = None) -> OlympicMean:

@@ -17,6 +17,7 @@ from pathlib import Path
 from trainclock.errors import UsageError
 from trainclock.review.entry import EntryContext, EntryReview, review_entry
 from trainclock.review.json_files import system_description
+from trainclock.review.round_inference import infer_round
 from trainclock.review.rulebook import round_has_rules
 from trainclock.review.run_review import review_log
 from trainclock.review.scoring import supported_rounds
@@ -27,8 +28,9 @@ ROUND_FOLDER = re.compile(r"(?:training_results_)?v(\d+\.\d+)")
 
 
 def review_path(path: Path, round_: str | None = None, rcp_dir: Path | None = None) -> list[EntryReview]:
-    """Every entry under `path`, reviewed and scored. `round_` ("3.0", "3.1") overrides the round a
-    v3.x/ folder in the path implies; without either, the latest supported round applies."""
+    """Every entry under `path`, reviewed and scored. `round_` ("3.0" ... "6.1") overrides the round a
+    vX.Y/ (or training_results_vX.Y/) folder in the path names; without either, the logs tell it
+    (review/round_inference.py) or the review stops with one line saying it cannot."""
     if round_ is not None:
         check_round(round_, "--round")
     path = Path(path)
@@ -36,7 +38,7 @@ def review_path(path: Path, round_: str | None = None, rcp_dir: Path | None = No
         raise UsageError(f"no such file or folder: {path}; give a result log, a benchmark folder or a result tree")
     entries = []
     for folder, logs in find_entries(path):
-        context = entry_context(folder, round_)
+        context = entry_context(folder, round_, logs)
         entries.append(review_entry(context, [review_log(log, context.round) for log in logs], rcp_dir))
     return entries
 
@@ -44,7 +46,7 @@ def review_path(path: Path, round_: str | None = None, rcp_dir: Path | None = No
 def review_logs(logs: list[Path], round_: str | None = None, rcp_dir: Path | None = None) -> EntryReview:
     """One entry made of exactly these logs of one benchmark folder (`trainclock run --runs N`
     scores the runs it made, not older ones beside them), by the same rules as review_path."""
-    context = entry_context(logs[0].parent, round_)
+    context = entry_context(logs[0].parent, round_, logs)
     return review_entry(context, [review_log(log, context.round) for log in logs], rcp_dir)
 
 
@@ -65,16 +67,18 @@ def find_entries(path: Path) -> list[tuple[Path, list[Path]]]:
     return found
 
 
-def entry_context(folder: Path, round_: str | None = None) -> EntryContext:
-    """Round, org, system and system description from where `folder` sits in a result tree."""
+def entry_context(folder: Path, round_: str | None = None, logs: list[Path] | None = None) -> EntryContext:
+    """Round, org, system and system description from where `folder` sits in a result tree; the
+    round from `round_`, else a round folder in the path, else the logs (`logs`, else the folder's)."""
     absolute = folder.resolve()
     round_source = "option" if round_ else "path"
     if round_ is None:
         round_ = _round_from_path(absolute)
         if round_ is None:
-            round_, round_source = supported_rounds()[-1], "default"
+            found = logs if logs is not None else _logs_in(folder)
+            round_, round_source = infer_round(folder, found), "default"
         else:
-            check_round(round_, f"the folder v{round_} in {folder}")
+            check_round(round_, f"the folder {_round_part(absolute)} in {folder}")
     system_dir = absolute.parent
     if system_dir.parent.name != "results":
         return EntryContext(folder, round_, round_source)
@@ -94,10 +98,21 @@ def check_round(round_: str, source: str) -> None:
 
 
 def _round_from_path(path: Path) -> str | None:
-    for part in reversed(path.parts):
-        if match := ROUND_FOLDER.fullmatch(part):
-            return match.group(1)
-    return None
+    part = _round_part(path)
+    return ROUND_FOLDER.fullmatch(part).group(1) if part else None
+
+
+def _round_part(path: Path) -> str | None:
+    """The innermost part of `path` that names a round (v4.0, training_results_v4.0)."""
+    return next((part for part in reversed(path.parts) if ROUND_FOLDER.fullmatch(part)), None)
+
+
+def _logs_in(folder: Path) -> list[Path]:
+    try:
+        return sorted((p for p in folder.iterdir() if RESULT_LOG.fullmatch(p.name) and _regular(p)),
+                      key=lambda p: _natural(p.name))
+    except OSError:
+        return []
 
 
 def _regular(path: Path) -> bool:

@@ -142,7 +142,8 @@ def main() -> None:
                f"median time-to-target "
                f"{median:.1f} s in these runs (load average {load[0]:.1f})")
     print(summary)
-    evidence = {**recorded, "targets": targets,  # keeping a recorded file's other facts (e.g. a best achievable value) "summary": summary, "budget_samples": args.budget_samples,
+    # a recorded file's other facts (e.g. a best achievable value) are kept
+    evidence = {**recorded, "targets": targets, "summary": summary, "budget_samples": args.budget_samples,
                 "measured_within_samples": measured_within,
                 "machine": machine, "precision": runs[0]["precision"],
                 "load_average_1_5_15": [round(x, 2) for x in load], "torch": torch_version, "runs": runs}

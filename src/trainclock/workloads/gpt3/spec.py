@@ -170,7 +170,7 @@ def _members() -> dict[str, GPT3Spec]:
             end_learning_rate=2e-4,
             warmup_steps=20,
             decay_steps=220,
-            eval_every_samples=384,
+            eval_every_samples=192,  # 6 evaluations before the median crossing: the tier rule wants 4 or more
             eval_sequences=64,
             max_samples=12_000,
         ),

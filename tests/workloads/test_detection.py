@@ -106,3 +106,18 @@ def test_planner_predicts_both_full_sizes_from_their_cost_models(capsys):
         out = capsys.readouterr().out
         assert f"{member} on 8 x h100-sxm" in out and "epochs to target" in out
         assert "MLPerf RCPs" in out and "tp=1,pp=1,dp=8" in out
+
+
+@pytest.mark.slow
+def test_maskrcnn_tiny_reaches_both_targets_through_the_batched_heads(tmp_path):
+    """Mask R-CNN's tier end to end: its BBOX and SEGM targets, met together, through the batched
+    RPN and RoI heads (maskrcnn_heads.py); its log passes the official common rules."""
+    member = "maskrcnn-tiny"
+    prepare_data(member)
+    proc = trainclock("run", member, "--out", str(tmp_path), "--no-progress", "--seed", "1")
+    assert proc.returncode == 0 and "run success" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
+    targets = get_member(member, "maskrcnn").targets
+    evals = [r["eval"] for r in records(tmp_path, member) if "eval" in r]
+    assert all(evals[-1][m] >= t for m, t in targets.items())
+    assert not any(all(e[m] >= t for m, t in targets.items()) for e in evals[:-1])
+    assert check(log_path(tmp_path, member)) == []

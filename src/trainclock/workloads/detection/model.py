@@ -13,18 +13,18 @@ from pathlib import Path
 import torch
 from torch import nn
 from torchvision.models import resnet50, resnext50_32x4d
-from torchvision.models.detection import MaskRCNN
 from torchvision.models.detection.anchor_utils import AnchorGenerator
 from torchvision.models.detection.backbone_utils import BackboneWithFPN, _resnet_fpn_extractor
 from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
 from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
-from torchvision.models.detection.transform import GeneralizedRCNNTransform
 from torchvision.models.resnet import BasicBlock
 from torchvision.ops import FrozenBatchNorm2d
 from torchvision.ops.feature_pyramid_network import LastLevelMaxPool, LastLevelP6P7
 
 from trainclock.errors import UsageError
+from trainclock.workloads.detection.maskrcnn_heads import BatchedMaskRCNN
 from trainclock.workloads.detection.retinanet_loss import BatchedRetinaNet, BatchedRetinaNetHead
+from trainclock.workloads.detection.transform import DetectionTransform
 
 TRAINABLE_BACKBONE_LAYERS = 3  # both references
 IMAGE_MEAN, IMAGE_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
@@ -39,6 +39,9 @@ class DetectorShape:
     min_size: int
     max_size: int
     fixed_size: bool  # the ssd reference resizes to a square (800x800), Mask R-CNN keeps the aspect
+    # batches padded to a few bucketed sizes (transform.py): the full Mask R-CNN's ~250 batch shapes become
+    # at most 36 for cuDNN's search and compile; not the tiers, whose padding would only cost CPU time
+    bucketed: bool = False
     widths: tuple[int, ...] = ()  # small backbone: channels of its 4 stages
     fpn_channels: int = 256
     head_hidden: int = 1024  # Mask R-CNN's box head (TwoMLPHead) width
@@ -148,17 +151,21 @@ def build_model(shape: DetectorShape, weights: str | None = None) -> nn.Module:
                                  detections_per_img=shape.detections_per_image, topk_candidates=shape.candidates)
     else:
         anchors = AnchorGenerator(tuple((shape.anchor_base * 2 ** k,) for k in range(5)), ((0.5, 1.0, 2.0),) * 5)
-        model = MaskRCNN(backbone, None, rpn_anchor_generator=anchors,  # the predictors below fix the classes
-                         rpn_pre_nms_top_n_train=shape.candidates, rpn_post_nms_top_n_train=shape.candidates,
-                         rpn_pre_nms_top_n_test=shape.test_candidates, rpn_post_nms_top_n_test=shape.test_candidates,
-                         box_head=TwoMLPHead(c * 7 * 7, shape.head_hidden),
-                         box_predictor=FastRCNNPredictor(shape.head_hidden, shape.num_classes),
-                         mask_head=MaskRCNNHeads(c, (c,) * 4, 1),
-                         mask_predictor=MaskRCNNPredictor(c, c, shape.num_classes),
-                         box_detections_per_img=shape.detections_per_image, box_batch_size_per_image=shape.roi_batch,
-                         box_positive_fraction=POSITIVE_FRACTION)
+        # torchvision's MaskRCNN whose RPN and RoI heads train at fixed shapes (maskrcnn_heads.py)
+        model = BatchedMaskRCNN(backbone, None, rpn_anchor_generator=anchors,  # the predictors below fix the classes
+                                rpn_pre_nms_top_n_train=shape.candidates, rpn_post_nms_top_n_train=shape.candidates,
+                                rpn_pre_nms_top_n_test=shape.test_candidates,
+                                rpn_post_nms_top_n_test=shape.test_candidates,
+                                box_head=TwoMLPHead(c * 7 * 7, shape.head_hidden),
+                                box_predictor=FastRCNNPredictor(shape.head_hidden, shape.num_classes),
+                                mask_head=MaskRCNNHeads(c, (c,) * 4, 1),
+                                mask_predictor=MaskRCNNPredictor(c, c, shape.num_classes),
+                                box_detections_per_img=shape.detections_per_image,
+                                box_batch_size_per_image=shape.roi_batch,
+                                box_positive_fraction=POSITIVE_FRACTION)
     fixed = (shape.min_size, shape.min_size) if shape.fixed_size else None
-    model.transform = GeneralizedRCNNTransform(shape.min_size, shape.max_size, IMAGE_MEAN, IMAGE_STD, fixed_size=fixed)
+    model.transform = DetectionTransform(shape.min_size, shape.max_size, IMAGE_MEAN, IMAGE_STD, fixed_size=fixed,
+                                         bucketed=shape.bucketed)
     return model
 
 

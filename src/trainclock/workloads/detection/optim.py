@@ -34,7 +34,8 @@ class AdamWarmup:
 
     def build(self, model: nn.Module) -> torch.optim.Adam:
         params = [p for p in model.parameters() if p.requires_grad]  # frozen backbone stages stay out
-        return torch.optim.Adam(params, lr=self.lr_at(0), weight_decay=self.weight_decay, foreach=True)
+        # fused: one kernel over all tensors, and its step counts stay tensors (foreach reads each on the host)
+        return torch.optim.Adam(params, lr=self.lr_at(0), weight_decay=self.weight_decay, fused=True)
 
     def lr_at(self, step: int) -> float:
         return self.learning_rate * _warmup(step, self.warmup_steps, self.warmup_factor)

@@ -107,8 +107,8 @@ def _retinanet() -> DetectionSpec:
 
 def _maskrcnn() -> DetectionSpec:
     hp = maskrcnn_hyperparameters(64)
-    shape = DetectorShape("maskrcnn", "resnet50", 91, 800, 1333, fixed_size=False, detections_per_image=100,
-                          candidates=hp.pop("shape_candidates"), aspect=4 / 3)
+    shape = DetectorShape("maskrcnn", "resnet50", 91, 800, 1333, fixed_size=False, bucketed=True,
+                          detections_per_image=100, candidates=hp.pop("shape_candidates"), aspect=4 / 3)
     return DetectionSpec(
         name="maskrcnn-r50", benchmark="maskrcnn", shape=shape, dataset="coco", layout="coco", micro_batch_size=8,
         warmup_epochs=0, eval_every_samples=COCO_TRAIN, max_samples=20 * COCO_TRAIN,

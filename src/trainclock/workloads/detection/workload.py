@@ -189,7 +189,8 @@ def detection_job(spec: DetectionSpec, model: torch.nn.Module, batch, train: Spl
         eval_samples=len(val.records),
         max_samples=spec.max_samples,
         log_keys=log_keys(spec, train_images, len(val.records)),
-        fixed_input_shapes=spec.shape.fixed_size,  # Mask R-CNN keeps each image's aspect: sizes vary
+        # Mask R-CNN keeps each image's aspect: sizes vary, over at most 36 shapes where bucketed
+        fixed_input_shapes=spec.shape.fixed_size or spec.shape.bucketed,
     )
 
 

@@ -98,10 +98,12 @@ def extend(parser, argv: list[str]) -> None:
     group = parser.add_argument_group(WORKLOAD_FLAGS)
     workload.add_arguments(group)
     actions = group._group_actions
-    # a resume takes over the flags the run was started with: it must know each one's name and default
+    # a resume takes over the flags that change what the run trains (the workload's resumed_flags):
+    # it must know each one's name and default
+    resumed = [action for action in actions if action.dest in getattr(workload, "resumed_flags", ())]
     parser.set_defaults(workload_flags=tuple(action.dest for action in actions),
-                        workload_flag_names={action.dest: action.option_strings[0] for action in actions},
-                        workload_flag_defaults={action.dest: action.default for action in actions})
+                        workload_flag_names={action.dest: action.option_strings[0] for action in resumed},
+                        workload_flag_defaults={action.dest: action.default for action in resumed})
 
 
 def _workload_flags(args) -> dict:
@@ -316,7 +318,7 @@ def _take_over_resumed_settings(args, member: str, device, world: int) -> None:
     names, defaults = getattr(args, "workload_flag_names", {}), getattr(args, "workload_flag_defaults", {})
     for dest, recorded in stored.get("workload_flags", {}).items():  # the benchmark's own flags (e.g. --fp8)
         if dest not in names:
-            continue  # a flag this version no longer has
+            continue  # a layout flag (it may change with the world size), or one this version no longer has
         given = getattr(args, dest)
         if given == defaults[dest]:
             setattr(args, dest, recorded)

@@ -207,7 +207,10 @@ class Workload(Protocol):
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
         """Nothing, or the workload's own `trainclock run` flags, added to this group of `run`'s parser
         when the command names the workload (none may clash with the generic flags); their values
-        reach resolve and build_job as RunSettings.extra[dest]."""
+        reach resolve and build_job as RunSettings.extra[dest]. A workload whose flags change what a
+        run trains (not how it is laid out) names their dests in a `resumed_flags` tuple: a resume
+        takes those over from the run it continues and refuses another value; the others (sharding,
+        loader workers) may differ, as a resume on another world size needs."""
         ...
 
     def resolve(self, member: str, settings: RunSettings, layout: "Layout", device: torch.device) -> RunSpec:

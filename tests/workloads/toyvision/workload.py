@@ -54,6 +54,8 @@ class ToyVision:
         return [Member("toyvision-tiny", params, (TARGET,), "measured: tests/workloads/toyvision",
                        "2 conv layers, 8x8 images, 10 classes", unit="images")]
 
+    resumed_flags = ("dataset_name",)  # what a resume takes over (a test checks it refuses another)
+
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
         # a workload's own flag: named in the log, so a test sees it arrive through RunSettings.extra
         group.add_argument("--dataset-name", default="generated 8x8 patterns", help="the log's dataset key")

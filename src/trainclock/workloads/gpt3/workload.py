@@ -47,6 +47,8 @@ class GPT3Workload:
                        unit="tokens")
                 for s in MEMBERS.values()]
 
+    resumed_flags = ("fp8",)  # a resume keeps the run's matmul precision
+
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
         group.add_argument("--fp8", action="store_true", default=False,
                            help=f"the transformer blocks' matmuls in FP8 (torchao float8 training, {FP8_RECIPE} "

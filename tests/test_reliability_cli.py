@@ -170,6 +170,31 @@ def test_data_that_is_a_file_is_not_called_missing(cli, tmp_path):
     assert "is a file, not a folder" in line and "does not exist" not in line
 
 
+@pytest.mark.parametrize("reader", [
+    "trainclock.workloads.resnet.data.folder:scan",
+    "trainclock.workloads.detection.data.layout:split_files",
+    "trainclock.workloads.dlrm_dcnv2.data.dataset:open_days",
+    "trainclock.workloads.rnnt.data.prepare:prepare_official",
+    "trainclock.workloads.unet3d.data.npy:load_split",
+    "trainclock.workloads.unet3d.data.prepare:prepare_official",
+])
+def test_every_data_folder_reader_tells_a_file_from_a_missing_folder(tmp_path, reader):
+    import importlib
+    import inspect
+
+    from trainclock.errors import DataError
+
+    module, name = reader.split(":")
+    read = getattr(importlib.import_module(module), name)
+    others = [None] * (len(inspect.signature(read).parameters) - 1)  # never reached: the folder is checked first
+    a_file = tmp_path / "passwd"
+    a_file.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    with pytest.raises(DataError, match="is a file, not a folder"):
+        read(a_file, *others)
+    with pytest.raises(DataError, match="does not exist"):
+        read(tmp_path / "missing", *others)
+
+
 def test_empty_data_is_refused(cli, toy_env, tmp_path):
     line = error_line(cli(*toy_run(tmp_path / "out"), "--data", ""))
     assert "--data is empty" in line

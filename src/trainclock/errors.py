@@ -41,3 +41,13 @@ def file_error(e: OSError, where: Path | str | None = None, other: str = "anothe
         return None
     what, todo = _FILE_ERRORS[e.errno]
     return f"{what} writing {e.filename or where or 'a file'}; {todo.format(other=other)}"
+
+
+def require_folder(folder: Path | str, hint: str) -> Path:
+    """`folder` as a Path when it is a folder; otherwise a one-line DataError that says whether it
+    is missing or a file, followed by `hint` (what the benchmark wants there)."""
+    folder = Path(folder).expanduser()
+    if folder.is_dir():
+        return folder
+    state = "is a file, not a folder" if folder.exists() else "does not exist"
+    raise DataError(f"data folder {folder} {state}; {hint}")

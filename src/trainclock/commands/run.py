@@ -15,7 +15,7 @@ from pathlib import Path
 
 from trainclock.commands import args as checks
 from trainclock.distributed.layout import PP_SCHEDULES
-from trainclock.errors import DataError, UsageError
+from trainclock.errors import UsageError
 
 STATUS_FILE_ENV = "TRAINCLOCK_STATUS_FILE"  # where rank 0 tells the launching process how the run ended
 # Exit codes: 0 target reached, 1 stopped at a limit (aborted), 2 bad input, 3 a process failed
@@ -114,10 +114,7 @@ def _workload_flags(args) -> dict:
 def main(args) -> int:
     """The command; SIGTERM (how batch schedulers stop a job) ends a run as Ctrl-C does."""
     with _sigterm_as_interrupt():
-        try:
-            return _main(args)
-        except DataError as e:
-            raise _data_error(args.data, e) from None
+        return _main(args)
 
 
 @contextlib.contextmanager
@@ -136,14 +133,6 @@ def _sigterm_as_interrupt():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def _data_error(data: str | None, e: DataError) -> DataError:
-    """A benchmark that wants a data folder reports a file given to --data as missing: say what it is."""
-    if data and "does not exist" in str(e) and Path(data).exists() and not Path(data).is_dir():
-        return DataError(f"--data {data} is a file, not a folder; give the folder of the benchmark's data "
-                         "(see `trainclock data --help`)")
-    return e
 
 
 def check_names(args) -> None:

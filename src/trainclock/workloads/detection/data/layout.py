@@ -16,7 +16,7 @@ import numpy as np
 from PIL import Image
 from pycocotools import mask as mask_utils
 
-from trainclock.errors import DataError
+from trainclock.errors import DataError, require_folder
 
 COCO_NAMES = {"train": "train2017", "val": "val2017"}
 OPENIMAGES_NAMES = {"train": "train", "val": "validation"}
@@ -31,9 +31,7 @@ class SplitFiles:
 
 def split_files(root: Path, split: str) -> SplitFiles:
     """Where a split's labels and images are, in whichever official layout `root` holds."""
-    root = Path(root).expanduser()
-    if not root.is_dir():
-        raise DataError(f"{root} does not exist or is not a folder")
+    root = require_folder(root, "give a folder in the COCO 2017 or MLPerf OpenImages layout")
     coco = SplitFiles(root / "annotations" / f"instances_{COCO_NAMES[split]}.json", root / COCO_NAMES[split])
     openimages = SplitFiles(root / OPENIMAGES_NAMES[split] / "labels" / OPENIMAGES_LABELS,
                             root / OPENIMAGES_NAMES[split] / "data")

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from trainclock.errors import DataError
+from trainclock.errors import DataError, require_folder
 from trainclock.workloads.dlrm_dcnv2.data.criteo import Day, read_day
 
 
@@ -75,8 +75,7 @@ def _rows(day: Day, begin: int, end: int) -> tuple[np.ndarray, np.ndarray, np.nd
 
 def open_days(folder: Path, train_days: int, rows: tuple[int, ...], multi_hot: tuple[int, ...],
               global_batch_size: int) -> CriteoDays:
-    if not folder.is_dir():
-        raise DataError(f"data folder {folder} does not exist; give the folder of day_X_* files")
+    require_folder(folder, "give the folder of day_X_* files")
     train = [read_day(folder, d, multi_hot) for d in range(train_days)]
     evaluation = read_day(folder, train_days, multi_hot)
     half = len(evaluation) // 2 + len(evaluation) % 2

@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainclock.errors import DataError
+from trainclock.errors import DataError, require_folder
 
 EXTENSIONS = (".jpeg", ".jpg", ".png")
 LAYOUT = "train/<class>/*.JPEG and val/<class>/*.JPEG"
@@ -68,9 +68,7 @@ def _split(root: Path, name: str, classes: tuple[str, ...] | None) -> tuple[tupl
 
 
 def scan(root: str | Path) -> ImageFolder:
-    root = Path(root).expanduser()
-    if not root.is_dir():
-        raise DataError(f"data folder {root} does not exist; give a folder with the ImageNet layout {LAYOUT}")
+    root = require_folder(root, f"give a folder with the ImageNet layout {LAYOUT}")
     classes, train = _split(root, "train", None)
     _, val = _split(root, "val", classes)
     return ImageFolder(root, classes, train, val)

@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainclock.errors import DataError
+from trainclock.errors import DataError, require_folder
 from trainclock.storage import atomic_write_text, data_home, discard_folder, staged_folder
 from trainclock.workloads.rnnt.data import synthetic, tokenizer
 from trainclock.workloads.rnnt.data.librispeech import Utterance, read_split
@@ -67,9 +67,8 @@ def _split(folder: Path, name: str) -> Path | None:
 
 def prepare_official(folder: Path, vocab: int, force: bool = False) -> Corpus:
     """LibriSpeech from a local copy: every training split found (at least one) and dev-clean."""
-    if not folder.is_dir():
-        raise DataError(f"data folder {folder} does not exist; pass --data with LibriSpeech (train-*/dev-clean "
-                        "folders of FLAC) or the reference's librispeech-*-wav.json manifests")
+    require_folder(folder, "pass --data with LibriSpeech (train-*/dev-clean folders of FLAC) or the "
+                           "reference's librispeech-*-wav.json manifests")
     train_paths = [p for p in (_split(folder, s) for s in TRAIN_SPLITS) if p is not None]
     eval_path = _split(folder, EVAL_SPLIT)
     if not train_paths or eval_path is None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trainclock.errors import DataError
+from trainclock.errors import DataError, require_folder
 from trainclock.workloads.unet3d.data.evaluation_cases import EVALUATION_CASES
 
 MAX_LABEL = 2  # labels 0 background, 1 kidney, 2 tumour
@@ -64,8 +64,7 @@ def load_case(folder: Path, name: str, min_shape: tuple[int, ...]) -> Case:
 
 def load_split(folder: Path, eval_cases: list[str], min_shape: tuple[int, ...]) -> Split:
     """Train and evaluation cases of a folder of .npy pairs, in case order."""
-    if not folder.is_dir():
-        raise DataError(f"data folder {folder} does not exist; pass --data with the preprocessed KiTS19 folder")
+    require_folder(folder, "pass --data with the preprocessed KiTS19 folder")
     names = sorted({p.name[:-len("_x.npy")] for p in folder.glob("case_*_x.npy")}
                    | {p.name[:-len("_y.npy")] for p in folder.glob("case_*_y.npy")})
     if not names:

@@ -14,7 +14,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from trainclock.errors import DataError
+from trainclock.errors import require_folder
 from trainclock.storage import atomic_write_text, data_home, discard_folder, staged_folder
 from trainclock.workloads.unet3d.data import kits19, synthetic
 
@@ -48,9 +48,7 @@ def is_nifti_tree(folder: Path) -> bool:
 def prepare_official(folder: Path, patch: int, force: bool = False) -> Path:
     """The .npy folder for --data: the folder itself when it holds .npy pairs, else the cache of
     its NIfTI cases preprocessed (made now when missing)."""
-    if not folder.is_dir():
-        raise DataError(f"data folder {folder} does not exist; pass --data with KiTS19 (case_XXXXX/imaging.nii.gz) "
-                        "or its preprocessed .npy pairs")
+    require_folder(folder, "pass --data with KiTS19 (case_XXXXX/imaging.nii.gz) or its preprocessed .npy pairs")
     if any(folder.glob("case_*_x.npy")) or any(folder.glob("case_*_y.npy")) or not is_nifti_tree(folder):
         return folder
     key = hashlib.sha256(f"{FORMAT_VERSION}\0{folder.resolve()}\0{patch}".encode()).hexdigest()[:12]

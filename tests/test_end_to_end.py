@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from trainclock.mllog.reader import read_events
+from trainclock.workloads import registry
 from trainclock.workloads.gpt3.spec import get_member
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,3 +39,4 @@ def test_tiny_reaches_its_target_on_the_default_corpus(tmp_path, monkeypatch):
     assert not problems
     assert min(e.value for e in events if e.key == "eval_accuracy") <= get_member("gpt3-tiny").target_log_perplexity
     assert any(e.key == "trainclock_workload" and e.value == "gpt3-tiny" for e in events)
+    assert any(e.key == "trainclock_round" and e.value == registry.find("gpt3-tiny")[0].mlperf_round for e in events)

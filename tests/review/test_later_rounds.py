@@ -13,7 +13,7 @@ from rich.console import Console
 from trainclock.errors import UsageError
 from trainclock.review.entry import INVALID, VALID
 from trainclock.review.render import print_review
-from trainclock.review.round_inference import TRAINCLOCK_ROUND
+from trainclock.review.round_inference import ROUND_KEY, UNNAMED_OWN_ROUND
 from trainclock.review.tree import review_path
 
 GNN_40 = "ASUSTeK/results/ESC_N8A-E12/gnn"
@@ -55,15 +55,39 @@ def test_a_round_the_logs_cannot_tell_is_one_line(later_rounds, tmp_path):
         review_path(log)
 
 
-def test_trainclock_runs_keep_their_round(trainclock_tree):
+def test_trainclock_runs_that_name_no_round_are_31s(trainclock_tree):
     (entry,) = review_path(trainclock_tree)
-    assert (entry.context.round, entry.context.round_source) == (TRAINCLOCK_ROUND, "default")
+    assert (entry.context.round, entry.context.round_source) == (UNNAMED_OWN_ROUND, "default")
 
 
-def test_the_trainclock_round_is_the_one_its_workloads_follow():
-    from trainclock.workloads.cost import MLPERF_ROUND
+def _name_round(tree: Path, named: str) -> None:
+    """Each log of `tree` names `named` as its round, in the header line after trainclock_workload."""
+    prefix = ":::MLLOG "
+    for log in tree.rglob("result_*.txt"):
+        lines = [line for line in log.read_text().splitlines() if f'"key": "{ROUND_KEY}"' not in line]
+        at = next(i for i, line in enumerate(lines) if '"key": "trainclock_workload"' in line)
+        event = json.loads(lines[at].removeprefix(prefix)) | {"key": ROUND_KEY, "value": named}
+        lines.insert(at + 1, prefix + json.dumps(event))
+        log.write_text("\n".join(lines) + "\n")
 
-    assert MLPERF_ROUND == f"training_{TRAINCLOCK_ROUND}.0"
+
+def test_a_trainclock_run_is_reviewed_under_the_round_its_log_names(trainclock_tree, tmp_path):
+    tree = _copy(trainclock_tree, tmp_path / "tree")
+    _name_round(tree, "5.0")
+    (entry,) = review_path(tree)
+    assert (entry.context.round, entry.context.round_source) == ("5.0", "default")
+    _name_round(tree, "9.9")
+    with pytest.raises(UsageError, match=r"its logs name round '9.9', which the review has no rules for .*--round"):
+        review_path(tree)
+
+
+def test_every_benchmark_follows_a_round_the_review_has_rules_for():
+    from trainclock.review.rounds import all_rounds
+    from trainclock.workloads import registry
+
+    for workload in registry.workloads():
+        assert workload.mlperf_round in all_rounds(), workload.key
+        assert workload.key in all_rounds()[workload.mlperf_round].benchmarks, workload.key
 
 
 def test_a_benchmark_the_round_lacks_is_one_line_per_entry(later_rounds, tmp_path):

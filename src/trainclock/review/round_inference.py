@@ -12,10 +12,10 @@ from trainclock.errors import UsageError
 from trainclock.mllog.reader import Event, iter_events
 from trainclock.review.rounds import all_rounds
 
-# trainclock's runs follow this round's rules and references (workloads/cost.py MLPERF_ROUND; a
-# test keeps the two equal: review may not import workloads)
-TRAINCLOCK_ROUND = "3.1"
 OWN_KEY = "trainclock_workload"  # a header key only trainclock's runs log
+ROUND_KEY = "trainclock_round"  # the round whose rules the run's benchmark follows (its workload's mlperf_round)
+# trainclock's logs from before they named their round all followed 3.1's rules
+UNNAMED_OWN_ROUND = "3.1"
 # the day MLCommons published each round's results (its announcements): a run made for a round
 # ran before that day and after the previous round's
 PUBLISHED = {"3.0": date(2023, 6, 27), "3.1": date(2023, 11, 8), "4.0": date(2024, 6, 12),
@@ -29,7 +29,7 @@ def infer_round(folder: Path, logs: list[Path]) -> str:
         raise UsageError(f"cannot tell the round of {folder}: no result logs; pass --round")
     header, started = _header(logs[0])
     if OWN_KEY in header or not header:  # no event at all: the review that follows says the log is empty
-        return TRAINCLOCK_ROUND
+        return _own_round(folder, header.get(ROUND_KEY, UNNAMED_OWN_ROUND))
     benchmark = header.get("submission_benchmark")
     fits = [r.name for r in all_rounds().values() if benchmark in r.benchmarks]
     advice = "pass --round, or keep the logs under a vX.Y folder"
@@ -45,6 +45,14 @@ def infer_round(folder: Path, logs: list[Path]) -> str:
         raise UsageError(f"cannot tell the round of {folder}: {benchmark} is in rounds {', '.join(fits)} and its "
                          f"run_start ({when}) places it in none of them alone; {advice}")
     return by_date
+
+
+def _own_round(folder: Path, named: object) -> str:
+    """The round a trainclock log names, when the review has its rules."""
+    if not isinstance(named, str) or named not in all_rounds():
+        raise UsageError(f"cannot tell the round of {folder}: its logs name round {named!r}, which the review has no "
+                         f"rules for (it knows {', '.join(all_rounds())}); pass --round")
+    return named
 
 
 def _round_on(day: date | None, fits: list[str]) -> str | None:

@@ -442,6 +442,7 @@ def log_header(log: RunLog, job: TrainJob, request: RunRequest, system_name: str
     log.event("submission_status", request.status)
     log.event("submission_platform", system_name)
     log.event("trainclock_workload", job.name)
+    log.event("trainclock_round", request.workload.mlperf_round)
     log.event("trainclock_parallel_layout", ctx.layout.describe(), metadata={"world_size": ctx.env.world_size})
     log.event("cache_clear", True)
     log.event("seed", seed)

@@ -199,6 +199,7 @@ class Workload(Protocol):
     key: str  # the MLPerf benchmark key: gpt3, bert, resnet, ssd, ...
     title: str  # e.g. "GPT-3"
     full_size: str  # the member that `trainclock run <key>` means: MLPerf's closed configuration
+    mlperf_round: str  # the MLPerf Training round whose rules it follows, e.g. "3.1": its logs say so, the review applies them
 
     def members(self) -> Sequence[Member]:
         """Every member (size or CPU tier), smallest first."""

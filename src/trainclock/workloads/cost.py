@@ -203,8 +203,8 @@ def rcp_convergence(folder: Path, benchmark: str) -> ConvergencePoints:
     """MLPerf's reference convergence points (rcps/training_<round>/rcps_<benchmark>.json, the
     latest round): the mean units to target of the reference runs at each batch size."""
     files = sorted((folder / "rcps").glob(f"training_*/rcps_{benchmark}.json"),
-                   key=lambda p: tuple(int(x) for x in p.parent.name.removeprefix("training_").split(".")))
-    # a results folder without this benchmark's RCPs: the installed rules package has those of the round
+                   key=lambda p: _round_order(p.parent.name))
+    # a results folder without this benchmark's RCPs: the installed rules package's newest are used
     path = files[-1] if files else rules_rcp_file(benchmark)
     if not path.is_file():
         raise DataError(f"no rcps/training_*/rcps_{benchmark}.json in {folder} nor in the mlperf_logging package")
@@ -216,18 +216,25 @@ def rcp_convergence(folder: Path, benchmark: str) -> ConvergencePoints:
     return ConvergencePoints(tuple(points), f"MLPerf RCPs {path.parent.name}")
 
 
-MLPERF_ROUND = "training_3.1.0"  # the round whose rules and reference points the suite follows
-
-
-def rules_rcp_file(benchmark: str) -> Path:
-    """The reference convergence points of `benchmark` in the installed mlperf_logging package."""
+def rules_rcp_file(benchmark: str, round_: str | None = None) -> Path:
+    """The reference convergence points of `benchmark` that the installed mlperf_logging package
+    ships for round `round_` ("3.1"), or for the newest round that has them when `round_` is None."""
     from mlperf_logging import rcp_checker
 
-    return Path(rcp_checker.__file__).parent / MLPERF_ROUND / f"rcps_{benchmark}.json"
+    package = Path(rcp_checker.__file__).parent
+    if round_ is not None:
+        return package / f"training_{round_}.0" / f"rcps_{benchmark}.json"
+    shipped = sorted(package.glob(f"training_*/rcps_{benchmark}.json"), key=lambda p: _round_order(p.parent.name))
+    return shipped[-1] if shipped else package / f"rcps_{benchmark}.json"  # the caller reports it missing
+
+
+def _round_order(folder_name: str) -> tuple[int, ...]:
+    """training_3.1.0 -> (3, 1, 0): rounds in release order (6.1 after 5.1, 10.0 after 9.0)."""
+    return tuple(int(x) for x in folder_name.removeprefix("training_").split("."))
 
 
 @cache
-def rules_rcp_table(benchmark: str) -> tuple[dict, ...]:
-    """The entries of the round's reference convergence points of `benchmark` (BS, Hyperparams,
+def rules_rcp_table(benchmark: str, round_: str) -> tuple[dict, ...]:
+    """The entries of round `round_`'s reference convergence points of `benchmark` (BS, Hyperparams,
     Epochs to converge) as the installed rules package ships them."""
-    return tuple(json.loads(rules_rcp_file(benchmark).read_text()).values())
+    return tuple(json.loads(rules_rcp_file(benchmark, round_).read_text()).values())

@@ -46,6 +46,7 @@ class SmallCNN(nn.Module):
 
 class ToyVision:
     key = "toyvision"
+    mlperf_round = "3.1"  # its logs name resnet as their benchmark: reviewed under the round of the resnet rules
     title = "toy image classifier (tests only)"
     full_size = "toyvision-tiny"
 

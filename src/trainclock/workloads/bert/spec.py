@@ -20,6 +20,8 @@ from trainclock.workloads import evidence
 from trainclock.workloads.bert.metric import METRIC
 from trainclock.workloads.cost import rules_rcp_table
 
+MLPERF_ROUND = "3.1"  # the MLPerf Training round whose closed rules and reference points this benchmark follows
+
 MLPERF_EVAL_SAMPLES = 10_000
 
 
@@ -107,7 +109,7 @@ def mlperf_eval_every(global_batch_size: int) -> int:
 @cache
 def _rcps() -> dict[int, dict]:
     """The rules' own table of reference hyperparameters, by global batch size."""
-    return {entry["BS"]: entry["Hyperparams"] for entry in rules_rcp_table("bert")}
+    return {entry["BS"]: entry["Hyperparams"] for entry in rules_rcp_table("bert", MLPERF_ROUND)}
 
 
 def rcp_hyperparameters(global_batch_size: int) -> dict:

@@ -28,7 +28,7 @@ from trainclock.workloads.bert.data.prepare import prepare
 from trainclock.workloads.bert.data.text import parse_source
 from trainclock.workloads.bert.metric import METRIC, mlm_sums, score
 from trainclock.workloads.bert.parallelize import PARALLELISM, check_layout
-from trainclock.workloads.bert.spec import MEMBERS, BertSpec, get_member
+from trainclock.workloads.bert.spec import MEMBERS, MLPERF_ROUND, BertSpec, get_member
 
 INIT_CHECKPOINT_ENV = "TRAINCLOCK_BERT_INIT_CHECKPOINT"
 
@@ -39,6 +39,7 @@ def quality(spec: BertSpec) -> tuple[QualityTarget, ...]:
 
 class BertWorkload:
     key = "bert"
+    mlperf_round = MLPERF_ROUND
     title = "BERT"
     full_size = "bert-large"
 

@@ -21,6 +21,8 @@ from trainclock.workloads.base import QualityTarget
 from trainclock.workloads.cost import rules_rcp_table
 from trainclock.workloads.detection.model import DetectorShape
 
+MLPERF_ROUND = "3.1"  # the MLPerf Training round whose closed rules and reference points this benchmark follows
+
 PACKAGE = "trainclock.workloads.detection"
 OPENIMAGES_TRAIN, OPENIMAGES_VAL = 1_170_301, 24_781  # the MLPerf OpenImages subset
 COCO_TRAIN, COCO_VAL = 117_266, 5_000  # COCO 2017 train images with annotations; val
@@ -77,7 +79,7 @@ def quality(spec: DetectionSpec) -> tuple[QualityTarget, ...]:
 
 @cache
 def _rcps(benchmark: str) -> dict[int, dict]:
-    return {entry["BS"]: entry["Hyperparams"] for entry in rules_rcp_table(benchmark)}
+    return {entry["BS"]: entry["Hyperparams"] for entry in rules_rcp_table(benchmark, MLPERF_ROUND)}
 
 
 def maskrcnn_hyperparameters(global_batch_size: int) -> dict:

@@ -25,7 +25,8 @@ from trainclock.workloads.detection.data.sample import write_mosaics, write_offi
 from trainclock.workloads.detection.metric import ground_truth, predict, score
 from trainclock.workloads.detection.model import build_model, load_backbone_weights, parameter_count
 from trainclock.workloads.detection.optim import AdamWarmup, SGDWarmupSteps
-from trainclock.workloads.detection.spec import METRICS, DetectionSpec, get_member, members_of, quality
+from trainclock.workloads.detection.spec import (METRICS, MLPERF_ROUND, DetectionSpec, get_member, members_of,
+                                                 quality)
 
 DATASETS = {"openimages": "the MLPerf OpenImages subset (<folder>/train/labels/openimages-mlperf.json, train/data/, "
                           "validation/...; or OpenImages v6's CSVs and images, converted by `trainclock data "
@@ -41,6 +42,7 @@ def check_layout(layout: Layout) -> None:
 
 
 class DetectionWorkload:
+    mlperf_round = MLPERF_ROUND
     def __init__(self, key: str, title: str, full_size: str) -> None:
         self.key, self.title, self.full_size = key, title, full_size
 

@@ -20,6 +20,8 @@ from trainclock.errors import UsageError
 from trainclock.workloads import evidence
 from trainclock.workloads.cost import rules_rcp_table
 
+MLPERF_ROUND = "3.1"  # the MLPerf Training round whose closed rules and reference points this benchmark follows
+
 METRIC = "AUC"
 DENSE_FEATURES = 13
 # the reference's --num_embeddings_per_feature and --multi_hot_sizes (README, MLPerf v3.1)
@@ -111,7 +113,7 @@ def eval_every(samples_per_epoch: int, global_batch_size: int) -> int:
 @cache
 def _rcps() -> dict[int, dict]:
     """The rules' own table of reference hyperparameters, by global batch size."""
-    return {entry["BS"]: entry["Hyperparams"] for entry in rules_rcp_table("dlrm_dcnv2")}
+    return {entry["BS"]: entry["Hyperparams"] for entry in rules_rcp_table("dlrm_dcnv2", MLPERF_ROUND)}
 
 
 def rcp_learning_rate(global_batch_size: int) -> float:

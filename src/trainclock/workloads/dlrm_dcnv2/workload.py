@@ -25,7 +25,8 @@ from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress,
 from trainclock.workloads.batch_plan import with_batch_settings
 from trainclock.workloads.dlrm_dcnv2.data.dataset import CriteoDays, open_days
 from trainclock.workloads.dlrm_dcnv2.metric import predictions, score
-from trainclock.workloads.dlrm_dcnv2.spec import ADAGRAD_EPS, DENSE_FEATURES, MEMBERS, METRIC, DlrmSpec, get_member
+from trainclock.workloads.dlrm_dcnv2.spec import (ADAGRAD_EPS, DENSE_FEATURES, MEMBERS, METRIC, MLPERF_ROUND, DlrmSpec,
+                                                  get_member)
 
 EVAL_MICRO_BATCH = 8192
 # the MLPs and cross layers data parallel (DDP); the tables either replicated with them
@@ -39,6 +40,7 @@ def quality(spec: DlrmSpec) -> tuple[QualityTarget, ...]:
 
 class DlrmWorkload:
     key = "dlrm_dcnv2"
+    mlperf_round = MLPERF_ROUND
     title = "DLRM-DCNv2"
     full_size = "dlrm-criteo1tb"
 

@@ -15,6 +15,8 @@ from trainclock.errors import UsageError
 from trainclock.workloads import evidence
 from trainclock.workloads.gpt3.model import GPTShape
 
+MLPERF_ROUND = "3.1"  # the MLPerf Training round whose closed rules and reference points this benchmark follows
+
 METRIC = "validation log perplexity (nats/token)"
 
 GPT3_VOCAB = 50257

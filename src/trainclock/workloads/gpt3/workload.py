@@ -29,7 +29,7 @@ from trainclock.workloads.gpt3.fp8 import check as check_fp8
 from trainclock.workloads.gpt3.model import GPT, init_built_on_meta
 from trainclock.workloads.gpt3.parallelize import check_layout, parallelize_gpt
 from trainclock.workloads.gpt3.pipeline import PipelinedGPT
-from trainclock.workloads.gpt3.spec import MEMBERS, METRIC, GPT3Spec, get_member
+from trainclock.workloads.gpt3.spec import MEMBERS, METRIC, MLPERF_ROUND, GPT3Spec, get_member
 
 
 def quality(spec: GPT3Spec) -> tuple[QualityTarget, ...]:
@@ -38,6 +38,7 @@ def quality(spec: GPT3Spec) -> tuple[QualityTarget, ...]:
 
 class GPT3Workload:
     key = "gpt3"
+    mlperf_round = MLPERF_ROUND
     title = "GPT-3"
     full_size = "gpt3-175b"
 

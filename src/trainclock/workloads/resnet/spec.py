@@ -21,6 +21,8 @@ from trainclock.workloads.resnet.metric import METRIC
 from trainclock.workloads.resnet.model import RESNET50, ResNetShape
 from trainclock.workloads.cost import rules_rcp_table
 
+MLPERF_ROUND = "3.1"  # the MLPerf Training round whose closed rules and reference points this benchmark follows
+
 IMAGENET_TRAIN_IMAGES = 1_281_167
 IMAGENET_VAL_IMAGES = 50_000
 END_LEARNING_RATE = 0.0001  # fixed by the closed rules for both optimizers
@@ -90,7 +92,7 @@ class ResNetSpec:
 @cache
 def _rcps() -> dict[int, dict]:
     """The rules' own table of reference hyperparameters, by global batch size."""
-    return {entry["BS"]: entry["Hyperparams"] for entry in rules_rcp_table("resnet")}
+    return {entry["BS"]: entry["Hyperparams"] for entry in rules_rcp_table("resnet", MLPERF_ROUND)}
 
 
 def sgd_learning_rate(global_batch_size: int) -> float:

@@ -34,7 +34,8 @@ from trainclock.workloads.resnet.metric import METRIC, score, top1_sums
 from trainclock.workloads.resnet.model import build_model as resnet_model
 from trainclock.workloads.resnet.model import parameter_count, train_flops_per_image
 from trainclock.workloads.resnet.parallelize import PARALLELISM, check_layout
-from trainclock.workloads.resnet.spec import END_LEARNING_RATE, MEMBERS, OPTIMIZERS, ResNetSpec, get_member
+from trainclock.workloads.resnet.spec import (END_LEARNING_RATE, MEMBERS, MLPERF_ROUND, OPTIMIZERS, ResNetSpec,
+                                              get_member)
 
 NEEDS_DATA = ("resnet-50 trains on ImageNet: pass --data FOLDER holding train/<class>/*.JPEG and "
               "val/<class>/*.JPEG (it cannot be downloaded at run time)")
@@ -46,6 +47,7 @@ def quality(spec: ResNetSpec) -> tuple[QualityTarget, ...]:
 
 class ResNetWorkload:
     key = "resnet"
+    mlperf_round = MLPERF_ROUND
     title = "ResNet-50"
     full_size = "resnet-50"
 

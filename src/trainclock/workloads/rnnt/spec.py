@@ -24,6 +24,8 @@ from trainclock.workloads.rnnt.features import FeatureConfig
 from trainclock.workloads.rnnt.metric import METRIC
 from trainclock.workloads.rnnt.model import RNNTConfig, parameter_count
 
+MLPERF_ROUND = "3.1"  # the MLPerf Training round whose closed rules and reference points this benchmark follows
+
 DEV_CLEAN_UTTERANCES = 2703
 LIBRISPEECH_960_UTTERANCES = 281_241  # train-clean-100 + train-clean-360 + train-other-500
 
@@ -90,7 +92,7 @@ class RnntSpec:
 
 @cache
 def _rcps() -> dict[int, dict]:
-    return {entry["BS"]: entry["Hyperparams"] for entry in rules_rcp_table("rnnt")}
+    return {entry["BS"]: entry["Hyperparams"] for entry in rules_rcp_table("rnnt", MLPERF_ROUND)}
 
 
 def rcp_hyperparameters(spec: RnntSpec, global_batch_size: int) -> dict:

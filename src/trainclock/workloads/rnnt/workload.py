@@ -27,11 +27,12 @@ from trainclock.workloads.rnnt.metric import METRIC, score, wer_sums
 from trainclock.workloads.rnnt.model import RNNT
 from trainclock.workloads.rnnt.optim import RnntLamb
 from trainclock.workloads.rnnt.parallelize import PARALLELISM, check_layout
-from trainclock.workloads.rnnt.spec import MEMBERS, RnntSpec, get_member, quality
+from trainclock.workloads.rnnt.spec import MEMBERS, MLPERF_ROUND, RnntSpec, get_member, quality
 
 
 class RnntWorkload:
     key = "rnnt"
+    mlperf_round = MLPERF_ROUND
     title = "RNN-T"
     full_size = "rnnt-librispeech"
 

@@ -20,6 +20,8 @@ from trainclock.workloads import evidence
 from trainclock.workloads.stable_diffusion.metric import CLIP, FID
 from trainclock.workloads.stable_diffusion.model import SD2_UNET, UNetShape, parameter_count
 
+MLPERF_ROUND = "3.1"  # the MLPerf Training round whose closed rules and reference points this benchmark follows
+
 LAION_TRAIN_IMAGES = 6_513_144  # the filtered subset the reference trains on (train_samples in the v3.1 logs)
 COCO_EVAL_CAPTIONS = 30_000
 EVAL_EVERY_IMAGES = 512_000

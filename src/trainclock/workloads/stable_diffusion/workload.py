@@ -24,7 +24,7 @@ from trainclock.workloads.stable_diffusion.data.sets import EvalSet, TrainSet
 from trainclock.workloads.stable_diffusion.metric import CLIP, FID, quality
 from trainclock.workloads.stable_diffusion.model import SD2_TEXT, Conditioned, SpaceToDepth, tiny_text_config
 from trainclock.workloads.stable_diffusion.optim import AdamWLinearWarmup
-from trainclock.workloads.stable_diffusion.spec import MEMBERS, SDSpec, get_member
+from trainclock.workloads.stable_diffusion.spec import MEMBERS, MLPERF_ROUND, SDSpec, get_member
 
 EVAL_BATCH = 16  # captions generated per sampler call
 EVAL_NOISE_SEED = 1234  # the starting noise of caption i is fixed: every run and rank draws the same
@@ -39,6 +39,7 @@ def check_layout(layout: Layout) -> None:
 
 class StableDiffusionWorkload:
     key = "stable_diffusion"
+    mlperf_round = MLPERF_ROUND
     title = "Stable Diffusion"
     full_size = "sd-laion400m"
 

@@ -22,6 +22,8 @@ from trainclock.workloads.unet3d.data.npy import reference_eval_cases
 from trainclock.workloads.unet3d.model import flops_per_voxel, parameter_count
 from trainclock.workloads.cost import rules_rcp_table
 
+MLPERF_ROUND = "3.1"  # the MLPerf Training round whose closed rules and reference points this benchmark follows
+
 KITS19_TRAIN_CASES = 168
 KITS19_EVAL_CASES = 42
 METRIC = "mean DICE"
@@ -78,7 +80,7 @@ class Unet3DSpec:
 
 @cache
 def _rcp_file() -> tuple[dict, ...]:
-    return rules_rcp_table("unet3d")
+    return rules_rcp_table("unet3d", MLPERF_ROUND)
 
 
 def rcp_table(field: str) -> dict[int, object]:

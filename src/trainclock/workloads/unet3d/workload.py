@@ -24,7 +24,7 @@ from trainclock.workloads.unet3d.metric import METRIC, dice_sums, score
 from trainclock.workloads.unet3d.model import N_CLASSES, Unet3D
 from trainclock.workloads.unet3d.optim import NesterovWarmup
 from trainclock.workloads.unet3d.parallelize import PARALLELISM, check_layout
-from trainclock.workloads.unet3d.spec import MEMBERS, Unet3DSpec, get_member
+from trainclock.workloads.unet3d.spec import MEMBERS, MLPERF_ROUND, Unet3DSpec, get_member
 
 
 def quality(spec: Unet3DSpec) -> tuple[QualityTarget, ...]:
@@ -33,6 +33,7 @@ def quality(spec: Unet3DSpec) -> tuple[QualityTarget, ...]:
 
 class Unet3DWorkload:
     key = "unet3d"
+    mlperf_round = MLPERF_ROUND
     title = "3D U-Net"
     full_size = "unet3d-kits19"
 

@@ -23,6 +23,7 @@ IMAGES = 1024 * 1024  # samples per epoch: whole steps of 1024
 class Classifier(WorkloadCost):
     name: str = "toy-classifier"
     benchmark: str = "resnet"
+    mlperf_round: str = "3.1"  # the round whose resnet reference points it plans with
     parameter_count: int = 25_000_000
     layers: int = 1  # nothing for a pipeline to cut
     layer_parameters: float = 25_000_000

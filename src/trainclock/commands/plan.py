@@ -109,7 +109,21 @@ def _plan(args, planner, accelerator) -> int:
     calibrated = planner.calibrated(accelerator, args.stack, args.efficiency)
     prediction, found = planner.plan(accelerator, args.count, calibrated, given, args.gbs, args.tokens)
     tables.print_plan(prediction, calibrated, found, run_cost(prediction, price), price, args.top)
+    _print_reference(args, planner, accelerator, calibrated, given, prediction)
     return 0
+
+
+def _print_reference(args, planner, accelerator, calibrated, given, prediction) -> None:
+    """Where others published a figure for this very system: the prediction beside it."""
+    from trainclock.planner import tables
+    from trainclock.planner.published_layouts import reference_figure
+
+    figure = reference_figure(planner.cost.benchmark, accelerator.id, args.count) if planner.full_size else None
+    if figure is None or args.tokens is not None:  # trained as far as --tokens says: not the published run
+        return
+    smaller = (planner.plan(accelerator, figure.compare_count, calibrated, given, args.gbs)[0]
+               if figure.compare_count else None)
+    tables.print_reference(prediction, figure, smaller)
 
 
 def _sweep(args, planner, accelerator) -> int:

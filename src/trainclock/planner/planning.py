@@ -17,9 +17,14 @@ from trainclock.planner.mlperf_data import results_dir
 from trainclock.planner.own_runs import OwnRun
 from trainclock.planner.plan import LAYOUT_FIELDS, Plan, complete
 from trainclock.planner.predict import Prediction, predict
+from trainclock.planner.published_layouts import PublishedLayout, published_layout
 from trainclock.planner.step_time import Efficiency
 from trainclock.planner.validity import layout_problems, require_valid
+from trainclock.planner.workload import cost_model
 from trainclock.workloads.cost import WorkloadCost
+
+# How a plan's layout was chosen: by the search (its result), as a submission ran it, or given (None).
+LayoutChoice = search.SearchResult | PublishedLayout | None
 
 # Used when no calibrated stack says otherwise: what current frameworks do by default.
 GENERIC_LAYOUT = {"sequence_parallel": True, "recompute": "selective", "zero": 1, "overlap": True}
@@ -138,12 +143,24 @@ class Planner:
         precision = "bf16" if "bf16" in accelerator.peak_flops else "fp32"
         return replace(Plan(), precision=precision, **GENERIC_LAYOUT)
 
+    @cached_property
+    def full_size(self) -> bool:
+        """Whether the member is its benchmark's full size: the one MLPerf submissions run."""
+        return self.cost.name == cost_model(self.cost.benchmark).name
+
+    def published(self, accelerator: Accelerator, count: int) -> PublishedLayout | None:
+        """How the benchmark's submission on `count` x `accelerator` ran, where a configuration
+        file says (full-size members only)."""
+        return published_layout(self.cost.benchmark, accelerator.id, count) if self.full_size else None
+
     def plan(self, accelerator: Accelerator, count: int, calibrated: Calibrated, given: dict[str, object],
-             global_batch_size: int | None = None, units: float | None = None) -> tuple[Prediction, search.SearchResult | None]:
+             global_batch_size: int | None = None, units: float | None = None) -> tuple[Prediction, LayoutChoice]:
         """With a --layout (`given`, the rest from the stack's template): that layout, even if it
         does not fit in memory (the prediction says so), at the given batch or the best of its
-        candidate batches. Without: the best layout the search finds, and the search. `units`
-        (--tokens): train that far instead of what the convergence model says."""
+        candidate batches. Without a layout or batch, at a count a submission ran: its batch and
+        layout (and the PublishedLayout as the second item), unless they cannot run here. Else: the
+        best layout the search finds, and the search. `units` (--tokens): train that far instead
+        of what the convergence model says."""
         if count < 1:
             raise UsageError(f"--count must be at least 1, got {count}")
         if count > accelerator.accelerators_per_node and accelerator.inter_node_bandwidth == 0:
@@ -151,11 +168,27 @@ class Planner:
                              f"{accelerator.accelerators_per_node} of them; lower --count")
         convergence = None if units is not None else calibrated.convergence or self.convergence()
         given = {**calibrated.fixed, **given}
+        published = self.published(accelerator, count) if not given and global_batch_size is None else None
+        published_problem = ""
+        if published is not None:
+            try:
+                return self._given(accelerator, count, calibrated, published.layout, published.global_batch_size,
+                                   units, convergence), published
+            except UsageError as e:  # e.g. its batch lies outside the convergence data: the search decides
+                published_problem = (f"; the submission at this scale ran batch {published.global_batch_size:,} "
+                                     f"({published.source}), which the planner cannot: {e}")
         if not given:
             result = search.search(self.cost, accelerator, count, calibrated.efficiency, calibrated.template, {},
                                    global_batch_size, convergence, units)
-            search.require_some(result, self.cost, accelerator, count, global_batch_size)
+            try:
+                search.require_some(result, self.cost, accelerator, count, global_batch_size)
+            except UsageError as e:
+                raise UsageError(f"{e}{published_problem}") from None
             return result.ranked[0], result
+        return self._given(accelerator, count, calibrated, given, global_batch_size, units, convergence), None
+
+    def _given(self, accelerator: Accelerator, count: int, calibrated: Calibrated, given: dict[str, object],
+               global_batch_size: int | None, units: float | None, convergence: ConvergenceModel | None) -> Prediction:
         plan = complete(calibrated.template, given, count)
         sizes = search.batch_sizes(self.cost, plan, global_batch_size, convergence)
         if not sizes:
@@ -164,4 +197,4 @@ class Planner:
         valid = [g for g in sizes if not layout_problems(plan, self.cost, count, g)]
         require_valid(plan, self.cost, count, valid[0] if valid else sizes[0])
         options = [predict(self.cost, accelerator, g, plan, calibrated.efficiency, convergence, units) for g in valid]
-        return min(options, key=lambda p: p.time_to_train_s), None
+        return min(options, key=lambda p: p.time_to_train_s)

@@ -35,7 +35,12 @@ def search(cost: WorkloadCost, accelerator: Accelerator, count: int, efficiency:
            units: float | None = None) -> SearchResult:
     result = SearchResult(ranked=[])
     for plan in _candidates(cost, accelerator, count, template, given):
-        for gbs in batch_sizes(cost, plan, global_batch_size, convergence):
+        sizes = batch_sizes(cost, plan, global_batch_size, convergence)
+        if not sizes:
+            low, high = convergence.batch_range
+            result.rejected[f"batch: no global batch of {low:,} to {high:,} (the convergence data's range) is a "
+                            f"multiple of what the layout runs per step"] += 1
+        for gbs in sizes:
             result.considered += 1
             problems = layout_problems(plan, cost, count, gbs)
             if problems:

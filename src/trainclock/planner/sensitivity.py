@@ -16,6 +16,7 @@ KNOBS = (
     ("evaluation matmul efficiency (calibrated)", "efficiency", "eval_compute"),
     ("evaluation overhead (calibrated)", "efficiency", "eval_overhead_s"),
     ("run overhead (calibrated)", "efficiency", "run_overhead_s"),
+    ("fixed cost per step (calibrated)", "efficiency", "step_overhead_s"),
     ("memory bandwidth", "accelerator", "memory_bandwidth"),
     ("intra-node bandwidth", "accelerator", "intra_node_bandwidth"),
     ("inter-node bandwidth", "accelerator", "inter_node_bandwidth"),

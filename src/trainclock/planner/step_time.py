@@ -36,6 +36,9 @@ class Efficiency:
     # forward-only work, free of autograd and the backward's slower kernels, can run nearer the
     # peak (bert-mini's evaluations on a CPU take 60% of the forward time its training implies)
     eval_compute: float | None = None
+    # once per optimizer step whatever its size: kernel launches, host synchronisation, the step's
+    # bookkeeping; what makes a few samples per accelerator slower per sample than many
+    step_overhead_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -71,11 +74,12 @@ class StepBreakdown:
     dp_exposed_s: float  # the part of it the step waits for
     optimizer_s: float
     exchange_s: float = 0.0  # all-to-all of sharded embeddings, forward and backward
+    fixed_s: float = 0.0  # the calibrated cost of a step whatever its size (Efficiency.step_overhead_s)
 
     @property
     def step_s(self) -> float:
         return (self.compute_s + self.tp_comm_s + self.pp_comm_s + self.bubble_s + self.dp_exposed_s + self.optimizer_s
-                + self.exchange_s)
+                + self.exchange_s + self.fixed_s)
 
     def rows(self) -> list[tuple[str, float]]:
         """(what, seconds) in the order a table shows them; they add up to step_s."""
@@ -85,7 +89,8 @@ class StepBreakdown:
                 ("pipeline bubble", self.bubble_s),
                 (f"data-parallel sync (exposed of {self.dp_comm_s:.3g} s)", self.dp_exposed_s),
                 ("optimizer update", self.optimizer_s),
-                *([("embedding all-to-all (forward and backward)", self.exchange_s)] if self.exchange_s else [])]
+                *([("embedding all-to-all (forward and backward)", self.exchange_s)] if self.exchange_s else []),
+                *([("fixed per step (calibrated: launches, host sync)", self.fixed_s)] if self.fixed_s else [])]
 
 
 def value_bytes(precision: str) -> int:
@@ -156,6 +161,7 @@ def step_time(cost: WorkloadCost, global_batch_size: int, plan: Plan, accelerato
         dp_exposed_s=dp_exposed,
         optimizer_s=optimizer_seconds(cost, plan, accelerator, global_batch_size),
         exchange_s=m * 2 * mb.exchange,
+        fixed_s=efficiency.step_overhead_s,
     )
 
 

@@ -22,6 +22,7 @@ import csv
 import math
 import statistics
 from collections import Counter, defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from trainclock.planner.hardware import Accelerator, by_alias
 from trainclock.planner.mlperf_data import shared_folder
 from trainclock.planner.plan import Plan
 from trainclock.planner.predict import Prediction, predict
+from trainclock.planner.published_layouts import published_layout
 from trainclock.planner.step_time import Efficiency, eval_seconds
 from trainclock.planner.workload import cost_model
 from trainclock.workloads import registry
@@ -49,6 +51,9 @@ START_EFFICIENCY = 0.3  # where the fit starts, and the efficiency the search ra
 # Above 1 where a cost model counts FLOPs the real runs skip (BERT's padding: the submissions pack
 # or unpad sequences, about half of a 512-token sample); the tables flag such fits.
 MAX_EFFICIENCY = 2.0
+MAX_STEP_OVERHEAD_S = 0.05  # bound of the fitted fixed cost per step
+STEP_OVERHEAD_PRIOR = 0.01  # weight of the pull to no fixed cost, against log errors of the scores
+SEARCHED = "searched"  # an entry's layout: the fastest the search found, where no configuration file gives it
 OVERCOUNT_NOTE = " (above 100%: the cost model counts FLOPs the submissions skip, such as padding)"
 
 
@@ -117,7 +122,8 @@ def eval_timing(folder: Path, system: str, count: int) -> EvalTiming | None:
 class Entry:
     row: ScoreRow
     accelerator: Accelerator
-    prediction: Prediction  # at the start efficiency: the layout and batch size the search chose
+    prediction: Prediction  # at the start efficiency: the layout and batch size it ran, or the search chose
+    layout_source: str = SEARCHED
 
     def predicted_minutes(self, efficiency: Efficiency) -> float:
         p = self.prediction
@@ -146,8 +152,11 @@ def template(accelerator: Accelerator) -> Plan:
     return replace(Plan(), precision="bf16" if "bf16" in accelerator.peak_flops else "fp32", **GENERIC)
 
 
-def load_suite(folder: Path, catalogue: dict[str, Accelerator], mlperf_dir, only: str | None = None) -> SuiteData:
-    """Every calibratable entry, planned at the start efficiency. `only`: one benchmark key."""
+def load_suite(folder: Path, catalogue: dict[str, Accelerator], mlperf_dir, only: str | None = None,
+               published_layouts: bool = True) -> SuiteData:
+    """Every calibratable entry, planned at the start efficiency. `only`: one benchmark key;
+    `published_layouts` False plans every entry by the search, as if no configuration file said
+    how it ran (to measure what the files change)."""
     rows = read_scores(folder)
     left_out: Counter = Counter()
     benchmarks: dict[str, Benchmark] = {}
@@ -180,7 +189,7 @@ def load_suite(folder: Path, catalogue: dict[str, Accelerator], mlperf_dir, only
                 left_out[f"{row.benchmark}: no cost model"] += 1
                 continue
             bench = benchmarks[row.benchmark] = Benchmark(row.benchmark, cost, load_convergence(cost, mlperf_dir))
-        entry = _plan_entry(bench, row, accelerator)
+        entry = _plan_entry(bench, row, accelerator, published_layouts)
         if entry is None:
             left_out[f"{row.benchmark}: no layout fits {row.count} x {accelerator.id}"] += 1
             continue
@@ -190,10 +199,22 @@ def load_suite(folder: Path, catalogue: dict[str, Accelerator], mlperf_dir, only
     return SuiteData(benchmarks, left_out)
 
 
-def _plan_entry(bench: Benchmark, row: ScoreRow, accelerator: Accelerator) -> Entry | None:
-    """Plain data parallelism where the model fits one device, as the submissions of these models
-    run; a search at one guessed efficiency would otherwise pick sharding or a pipeline whose
-    traffic only that efficiency hides, and the fit could not move the time (BERT went FSDP)."""
+def _plan_entry(bench: Benchmark, row: ScoreRow, accelerator: Accelerator, use_published: bool = True) -> Entry | None:
+    """The batch and layout the submission ran where a configuration file gives them (NVIDIA's,
+    planner/published_layouts.toml); else plain data parallelism where the model fits one device,
+    as the submissions of these models run; a search at one guessed efficiency would otherwise pick
+    sharding or a pipeline whose traffic only that efficiency hides, and the fit could not move the
+    time (BERT went FSDP)."""
+    published = published_layout(bench.key, accelerator.id, row.count) if use_published else None
+    if published is not None:
+        try:
+            found = search.search(bench.cost, accelerator, row.count, Efficiency(START_EFFICIENCY),
+                                  template(accelerator), {**DATA_PARALLEL, **published.layout},
+                                  published.global_batch_size, bench.convergence)
+        except UsageError:  # its batch lies outside the convergence data
+            found = None
+        if found is not None and found.ranked:
+            return Entry(row, accelerator, found.ranked[0], published.source)
     for given in (DATA_PARALLEL, {}):
         found = search.search(bench.cost, accelerator, row.count, Efficiency(START_EFFICIENCY), template(accelerator),
                               given, None, bench.convergence)
@@ -221,25 +242,39 @@ class GroupFit:
     overhead_source: str
 
 
-def fit_group(bench: Benchmark, accelerator_id: str, exclude: str | None = None) -> GroupFit:
-    """The matmul efficiency of one accelerator's entries of a benchmark (all but `exclude`), with
-    the evaluation overhead fitted to the benchmark's timing log when it is this accelerator's and
-    its entry is not excluded, else that log's overhead from a fit of its own accelerator."""
-    entries = [e for e in bench.groups[accelerator_id] if e.row.key != exclude]
+def fit_group(bench: Benchmark, accelerator_id: str, exclude: Collection[str] = ()) -> GroupFit:
+    """The matmul efficiency of one accelerator's entries of a benchmark (all but those whose keys
+    are in `exclude`), with the evaluation fitted to the benchmark's timing log when it is this
+    accelerator's and its entry is not excluded, else borrowed from a fit of the log's accelerator.
+
+    An evaluation is work spread over the data-parallel replicas (the validation set's forward
+    passes, at a fitted fraction of peak: the cost models count the training crop's FLOPs, not a
+    sliding window's or a detector's post-processing) plus a fixed cost. One log at one scale
+    cannot split the two, so the fixed cost is fitted to the scores, whose scales differ in
+    replicas, and bounded by the log's evaluation time."""
+    entries = [e for e in bench.groups[accelerator_id] if e.row.key not in exclude]
     if not entries:
         raise ValueError("nothing to fit")
     own_log = (bench.timing is not None and bench.timing_accelerator == accelerator_id
-               and bench.timing_entry.row.key != exclude)
-    borrowed = 0.0
+               and bench.timing_entry.row.key not in exclude)
+    borrowed: Efficiency | None = None
     source = "no evaluation log: 0 s"
     if own_log:
         source = f"fitted to {bench.timing.system}'s log"
-    elif bench.timing is not None and bench.timing_entry.row.key != exclude:
-        borrowed = fit_group(bench, bench.timing_accelerator).efficiency.eval_overhead_s
+    elif bench.timing is not None and bench.timing_entry.row.key not in exclude:
+        borrowed = fit_group(bench, bench.timing_accelerator).efficiency
         source = f"borrowed from {bench.timing_accelerator} ({bench.timing.system}'s log)"
 
+    # x: matmul efficiency, fixed cost per step, then with its own log the evaluation's efficiency
+    # and fixed cost
     def efficiency(x) -> Efficiency:
-        return Efficiency(float(x[0]), float(x[1]) if own_log else borrowed)
+        compute, step_overhead = float(x[0]), float(x[1])
+        if own_log:
+            return Efficiency(compute, float(x[3]), eval_compute=float(x[2]), step_overhead_s=step_overhead)
+        if borrowed is not None:
+            return Efficiency(compute, borrowed.eval_overhead_s, eval_compute=borrowed.eval_compute,
+                              step_overhead_s=step_overhead)
+        return Efficiency(compute, step_overhead_s=step_overhead)
 
     def residuals(x) -> list[float]:
         eff = efficiency(x)
@@ -247,11 +282,17 @@ def fit_group(bench: Benchmark, accelerator_id: str, exclude: str | None = None)
         if own_log:
             p = bench.timing_entry.prediction
             r.append(math.log(max(eval_seconds(p.cost, p.plan, p.accelerator, eff), 1e-6) / bench.timing.mean_eval_s))
+        # entries of one size cannot tell a step's fixed cost from its per-sample cost: a weak pull
+        # to none, so the fixed cost is what entries of different batches per accelerator need
+        r.append(STEP_OVERHEAD_PRIOR * x[1] / MAX_STEP_OVERHEAD_S)
         return r
 
-    x0 = [START_EFFICIENCY] + ([1.0] if own_log else [])
-    bounds = ([1e-3] + ([0.0] if own_log else []), [MAX_EFFICIENCY] + ([3600.0] if own_log else []))
-    solution = least_squares(residuals, x0, bounds=bounds, x_scale="jac")
+    x0, lower, upper = [START_EFFICIENCY, 0.0], [1e-3, 0.0], [MAX_EFFICIENCY, MAX_STEP_OVERHEAD_S]
+    if own_log:
+        x0 += [START_EFFICIENCY, bench.timing.mean_eval_s / 2]
+        lower += [1e-6, 0.0]
+        upper += [MAX_EFFICIENCY, bench.timing.mean_eval_s]
+    solution = least_squares(residuals, x0, bounds=(lower, upper), x_scale="jac")
     return GroupFit(efficiency(solution.x), tuple(e.row.key for e in entries), source)
 
 
@@ -278,8 +319,25 @@ def leave_one_out(bench: Benchmark) -> list[SuiteCheck]:
         if len(entries) < 2:
             continue
         for entry in entries:
-            f = fit_group(bench, accelerator_id, exclude=entry.row.key)
+            f = fit_group(bench, accelerator_id, exclude={entry.row.key})
             rows.append(SuiteCheck(bench.key, entry, f, entry.predicted_minutes(f.efficiency)))
+    return rows
+
+
+def extrapolation(bench: Benchmark, gap: int = 4) -> list[SuiteCheck]:
+    """Per accelerator, the entries at least `gap` times larger than every entry fitted on: a fit
+    on the entries of at most 1/gap of the largest count predicts those of `gap` times the largest
+    fitted count or more (entries in between are neither fitted on nor predicted)."""
+    rows = []
+    for accelerator_id, entries in sorted(bench.groups.items()):
+        largest = max(e.row.count for e in entries)
+        fitted_counts = [e.row.count for e in entries if e.row.count * gap <= largest]
+        if not fitted_counts:
+            continue
+        limit = max(fitted_counts)
+        f = fit_group(bench, accelerator_id, exclude={e.row.key for e in entries if e.row.count > limit})
+        rows.extend(SuiteCheck(bench.key, e, f, e.predicted_minutes(f.efficiency))
+                    for e in entries if e.row.count >= gap * limit)
     return rows
 
 

@@ -16,18 +16,31 @@ from trainclock.planner import suite
 from trainclock.planner.hardware import Accelerator
 
 
+EXTRAPOLATION_GAP = 4  # fit on systems this many times smaller than those predicted
+
+
 @dataclass(frozen=True)
 class BenchmarkReport:
     key: str
     fits: dict[str, suite.GroupFit]  # by accelerator id, on every entry
     leave_one_out: list[suite.SuiteCheck]
+    extrapolation: list[suite.SuiteCheck]  # fitted on systems of at most 1/EXTRAPOLATION_GAP of the largest
     same_hardware_spread: float | None  # mean |log| distance of an entry from its group's geometric mean
     timing: suite.EvalTiming | None
 
     @property
     def error_summary(self) -> tuple[float, float] | None:
-        errors = [abs(r.error) for r in self.leave_one_out]
-        return (statistics.fmean(errors), max(errors)) if errors else None
+        return summary(self.leave_one_out)
+
+    @property
+    def extrapolation_summary(self) -> tuple[float, float] | None:
+        return summary(self.extrapolation)
+
+
+def summary(rows: list[suite.SuiteCheck]) -> tuple[float, float] | None:
+    """(mean, worst) absolute error of the rows, as fractions."""
+    errors = [abs(r.error) for r in rows]
+    return (statistics.fmean(errors), max(errors)) if errors else None
 
 
 @dataclass(frozen=True)
@@ -49,6 +62,7 @@ def same_hardware_spread(bench: suite.Benchmark) -> float | None:
 
 def validate_suite(folder: Path, catalogue: dict[str, Accelerator], mlperf_dir: Callable[[], Path]) -> SuiteReport:
     data = suite.load_suite(folder, catalogue, mlperf_dir)
-    reports = [BenchmarkReport(key, suite.fitted(bench), suite.leave_one_out(bench), same_hardware_spread(bench),
-                               bench.timing) for key, bench in sorted(data.benchmarks.items())]
+    reports = [BenchmarkReport(key, suite.fitted(bench), suite.leave_one_out(bench),
+                               suite.extrapolation(bench, EXTRAPOLATION_GAP), same_hardware_spread(bench), bench.timing)
+               for key, bench in sorted(data.benchmarks.items())]
     return SuiteReport(reports, data.left_out)

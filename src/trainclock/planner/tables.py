@@ -12,8 +12,9 @@ from trainclock.planner.calibrate import Check
 from trainclock.planner.cost import Price, RunCost
 from trainclock.planner.hardware import THIS_CPU, Accelerator
 from trainclock.planner.memory import RUNTIME_RESERVE
-from trainclock.planner.planning import Calibrated
+from trainclock.planner.planning import Calibrated, LayoutChoice
 from trainclock.planner.predict import Prediction
+from trainclock.planner.published_layouts import PublishedLayout, ReferenceFigure
 from trainclock.planner.run_command import run_command
 from trainclock.planner.search import SearchResult
 from trainclock.planner.sensitivity import STEP, sensitivities
@@ -52,15 +53,20 @@ def _gb(n_bytes: float) -> str:
     return f"{n_bytes / 1e9:,.1f} GB"
 
 
-def print_plan(p: Prediction, calibrated: Calibrated, found: SearchResult | None, cost: RunCost, price: Price | None,
+def print_plan(p: Prediction, calibrated: Calibrated, found: LayoutChoice, cost: RunCost, price: Price | None,
                top: int = 5, console: Console | None = None) -> None:
     console = table_console(console)
     work, acc, s = p.cost, p.accelerator, p.step
     unit = work.progress_unit
     nodes = -(-p.count // acc.accelerators_per_node)
     kept = ", ".join(f"{k} {v}" for k, v in calibrated.fixed.items())
-    how = (f"best of {len(found.ranked):,} layouts that fit ({found.considered:,} considered)" if found
-           else f"as given (--layout){f' and as the calibration runs ran ({kept})' if kept else ''}, the rest from the stack")
+    if isinstance(found, PublishedLayout):
+        how = f"as the submission at this scale ran it: {found.describe_source()}"
+    elif found is not None:
+        how = (f"chosen by the planner, no published layout at this scale: best of {len(found.ranked):,} layouts "
+               f"that fit ({found.considered:,} considered)")
+    else:
+        how = f"as given (--layout){f' and as the calibration runs ran ({kept})' if kept else ''}, the rest from the stack"
     command, not_run = run_command(p)
     console.print(_pairs(f"{work.name} on {p.count:,} x {acc.id}", [
         ("model", f"{_count(work.parameter_count)} parameters, {work.flops_per_sample.total / work.units_per_sample:.3e} "
@@ -100,8 +106,25 @@ def print_plan(p: Prediction, calibrated: Calibrated, found: SearchResult | None
     _print_memory(p, console)
     _print_cost(p, cost, price, console)
     _print_sensitivity(p, console)
-    if found and len(found.ranked) > 1 and top > 1:
+    if isinstance(found, SearchResult) and len(found.ranked) > 1 and top > 1:
         _print_ranking(found, top, console)
+
+
+def print_reference(p: Prediction, figure: ReferenceFigure, smaller: Prediction | None,
+                    console: Console | None = None) -> None:
+    """A sanity line: the prediction beside a figure published for the same system (never fitted
+    on), and the predicted scaling efficiency of the claim the figure is part of."""
+    console = table_console(console)
+    predicted = p.time_to_train_s / 60
+    console.print(f"sanity: published {figure.minutes:g} min for this system ({figure.source}); predicted "
+                  f"{predicted:,.2f} min ({predicted / figure.minutes - 1:+.1%})", soft_wrap=True)
+    if smaller is not None:
+        k = p.count / smaller.count
+        speedup = smaller.time_to_train_s / p.time_to_train_s
+        console.print(f"predicted scaling {smaller.count:,} -> {p.count:,} x {p.accelerator.id}: "
+                      f"{smaller.time_to_train_s / 60:,.2f} -> {predicted:,.2f} min, {speedup:.2f}x for {k:g}x the "
+                      f"accelerators, time-to-train efficiency {speedup / k:.1%} ({smaller.plan.short()}, batch "
+                      f"{smaller.global_batch_size:,} at {smaller.count:,})", soft_wrap=True)
 
 
 def _print_sensitivity(p: Prediction, console: Console) -> None:

@@ -152,8 +152,13 @@ class WorkloadCost(Protocol):
     def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
         """Units to target by global batch size, or None when nothing is known (the user then gives
         the units to train). `mlperf_dir` locates the MLPerf data folder (rcps/) when called.
-        Default: MLPerf's RCPs for `benchmark`, see rcp_convergence."""
-        return rcp_convergence(mlperf_dir(), self.benchmark)
+        Default: MLPerf's RCPs for `benchmark` in the round the cost model follows, see rcp_convergence."""
+        return rcp_convergence(mlperf_dir(), self.benchmark, self.mlperf_round)
+
+    @property
+    def mlperf_round(self) -> str:
+        """The MLPerf round whose reference points apply (its workload's mlperf_round)."""
+        raise NotImplementedError(f"{type(self).__name__} names no MLPerf round (mlperf_round)")
 
     def measured_efficiency(self) -> tuple[float, str] | None:
         """(model FLOP utilization, where it comes from) of trainclock's own recorded runs of this
@@ -199,13 +204,15 @@ class SpecCost(WorkloadCost):
         return self.spec.eval_every_samples
 
 
-def rcp_convergence(folder: Path, benchmark: str) -> ConvergencePoints:
-    """MLPerf's reference convergence points (rcps/training_<round>/rcps_<benchmark>.json, the
-    latest round): the mean units to target of the reference runs at each batch size."""
-    files = sorted((folder / "rcps").glob(f"training_*/rcps_{benchmark}.json"),
+def rcp_convergence(folder: Path, benchmark: str, round_: str) -> ConvergencePoints:
+    """MLPerf's reference convergence points of `benchmark` as round `round_` ("3.1") has them: the
+    newest rcps/training_<round>/rcps_<benchmark>.json in `folder` not after that round, else the
+    round's own from the installed rules package; the mean units to target of the reference runs
+    at each batch size. (A later round's table may count other units: never used for an older one.)"""
+    files = sorted((p for p in (folder / "rcps").glob(f"training_*/rcps_{benchmark}.json")
+                    if _round_order(p.parent.name)[:2] <= _round_order(f"training_{round_}")),
                    key=lambda p: _round_order(p.parent.name))
-    # a results folder without this benchmark's RCPs: the installed rules package's newest are used
-    path = files[-1] if files else rules_rcp_file(benchmark)
+    path = files[-1] if files else rules_rcp_file(benchmark, round_)
     if not path.is_file():
         raise DataError(f"no rcps/training_*/rcps_{benchmark}.json in {folder} nor in the mlperf_logging package")
     try:
@@ -216,16 +223,12 @@ def rcp_convergence(folder: Path, benchmark: str) -> ConvergencePoints:
     return ConvergencePoints(tuple(points), f"MLPerf RCPs {path.parent.name}")
 
 
-def rules_rcp_file(benchmark: str, round_: str | None = None) -> Path:
+def rules_rcp_file(benchmark: str, round_: str) -> Path:
     """The reference convergence points of `benchmark` that the installed mlperf_logging package
-    ships for round `round_` ("3.1"), or for the newest round that has them when `round_` is None."""
+    ships for round `round_` ("3.1")."""
     from mlperf_logging import rcp_checker
 
-    package = Path(rcp_checker.__file__).parent
-    if round_ is not None:
-        return package / f"training_{round_}.0" / f"rcps_{benchmark}.json"
-    shipped = sorted(package.glob(f"training_*/rcps_{benchmark}.json"), key=lambda p: _round_order(p.parent.name))
-    return shipped[-1] if shipped else package / f"rcps_{benchmark}.json"  # the caller reports it missing
+    return Path(rcp_checker.__file__).parent / f"training_{round_}.0" / f"rcps_{benchmark}.json"
 
 
 def _round_order(folder_name: str) -> tuple[int, ...]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from trainclock.workloads import evidence
 from trainclock.workloads.base import QualityTarget
 from trainclock.workloads.bert.metric import METRIC
-from trainclock.workloads.bert.spec import MEMBERS, BertSpec, get_member, target_evidence
+from trainclock.workloads.bert.spec import MEMBERS, MLPERF_ROUND, BertSpec, get_member, target_evidence
 from trainclock.workloads.cost import (ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence,
                                       transformer_layer_activation_bytes)
 
@@ -27,6 +27,8 @@ LOGIT_BYTES = 4 * 2  # fp32 logits and their gradient
 
 @dataclass(frozen=True)
 class BertCost(SpecCost):
+    mlperf_round = MLPERF_ROUND
+
     spec: BertSpec
 
     @cached_property
@@ -88,7 +90,7 @@ class BertCost(SpecCost):
     def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
         spec = self.spec
         if spec.target_source.startswith("mlperf"):
-            return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark)
+            return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark, MLPERF_ROUND)
         if not spec.target_source.startswith("measured"):
             return None
         quality = (QualityTarget(METRIC, spec.target_accuracy, "higher"),)

@@ -28,7 +28,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from trainclock.workloads import evidence
 from trainclock.workloads.cost import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost
 from trainclock.workloads.detection.model import POSITIVE_FRACTION, DetectorShape, build_model, parameter_count
-from trainclock.workloads.detection.spec import PACKAGE, DetectionSpec, get_member, quality
+from trainclock.workloads.detection.spec import MLPERF_ROUND, PACKAGE, DetectionSpec, get_member, quality
 
 ADAM_STATE_BYTES, SGD_STATE_BYTES = 8, 4
 MAPS_PER_CONV = 3
@@ -102,6 +102,8 @@ def train_flops_per_image(spec: DetectionSpec) -> float:
 
 @dataclass(frozen=True)
 class DetectionCost(SpecCost):
+    mlperf_round = MLPERF_ROUND
+
     spec: DetectionSpec
 
     layers = 1

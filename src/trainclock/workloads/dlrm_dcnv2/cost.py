@@ -26,7 +26,7 @@ from trainclock.workloads import evidence
 from trainclock.workloads.base import QualityTarget
 from trainclock.workloads.cost import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
 from trainclock.workloads.dlrm_dcnv2.sharding import table_plan
-from trainclock.workloads.dlrm_dcnv2.spec import METRIC, DlrmSpec, target_evidence
+from trainclock.workloads.dlrm_dcnv2.spec import METRIC, MLPERF_ROUND, DlrmSpec, target_evidence
 
 ADAGRAD_STATE_BYTES = 4  # one fp32 sum of squared gradients per parameter
 FP32 = 4
@@ -35,6 +35,8 @@ INDEX_BYTES = 8  # an int64 row id of a sparse gradient
 
 @dataclass(frozen=True)
 class DlrmCost(SpecCost):
+    mlperf_round = MLPERF_ROUND
+
     spec: DlrmSpec
 
     @property
@@ -141,7 +143,7 @@ class DlrmCost(SpecCost):
     def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
         spec = self.spec
         if spec.target_source.startswith("mlperf"):
-            return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark)
+            return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark, MLPERF_ROUND)
         runs = target_evidence(spec.name).get("runs") or []
         if not runs:
             return None  # a provisional target: nothing measured yet

@@ -19,7 +19,7 @@ from trainclock.workloads import evidence
 from trainclock.workloads.base import QualityTarget
 from trainclock.workloads.cost import (ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence,
                                       transformer_layer_activation_bytes)
-from trainclock.workloads.gpt3.spec import MEMBERS, METRIC, GPT3Spec, get_member, target_evidence
+from trainclock.workloads.gpt3.spec import MEMBERS, METRIC, MLPERF_ROUND, GPT3Spec, get_member, target_evidence
 
 LOGIT_BYTES = 4 * 2  # fp32 logits and their gradient, per vocabulary entry and token
 ADAM_STATE_BYTES = 8  # two fp32 moments per parameter
@@ -27,6 +27,8 @@ ADAM_STATE_BYTES = 8  # two fp32 moments per parameter
 
 @dataclass(frozen=True)
 class GPT3Cost(SpecCost):
+    mlperf_round = MLPERF_ROUND
+
     spec: GPT3Spec
 
     @cached_property
@@ -97,7 +99,7 @@ class GPT3Cost(SpecCost):
     def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
         spec = self.spec
         if spec.target_source.startswith("mlperf"):
-            return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark)
+            return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark, MLPERF_ROUND)
         runs = _reference_runs(spec)
         if not runs:
             return None  # an estimated target: nothing measured yet

@@ -27,7 +27,7 @@ from trainclock.workloads.base import QualityTarget
 from trainclock.workloads.cost import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
 from trainclock.workloads.resnet.metric import METRIC
 from trainclock.workloads.resnet.model import build_model, parameter_count, train_flops_per_image
-from trainclock.workloads.resnet.spec import MEMBERS, ResNetSpec, get_member
+from trainclock.workloads.resnet.spec import MEMBERS, MLPERF_ROUND, ResNetSpec, get_member
 
 SGD_STATE_BYTES = 4  # one fp32 momentum buffer per parameter (LARS and SGD alike)
 MAPS_PER_CONV = 3  # a convolution's output, its batch norm's and its ReLU's are kept for the backward
@@ -53,6 +53,8 @@ def activation_values_per_image(spec: ResNetSpec) -> float:
 
 @dataclass(frozen=True)
 class ResNetCost(SpecCost):
+    mlperf_round = MLPERF_ROUND
+
     spec: ResNetSpec
 
     @cached_property
@@ -101,7 +103,7 @@ class ResNetCost(SpecCost):
     def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
         spec = self.spec
         if spec.target_source.startswith("mlperf"):
-            return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark)
+            return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark, MLPERF_ROUND)
         recorded = evidence.load("trainclock.workloads.resnet", spec.name)
         if not evidence.is_measured(recorded):
             return None

@@ -21,13 +21,15 @@ from pathlib import Path
 
 from trainclock.workloads import evidence
 from trainclock.workloads.cost import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
-from trainclock.workloads.rnnt.spec import MEMBERS, RnntSpec, get_member, quality
+from trainclock.workloads.rnnt.spec import MEMBERS, MLPERF_ROUND, RnntSpec, get_member, quality
 
 LAMB_EMA_STATE_BYTES = 12  # Adam's two fp32 moments and the fp32 moving average of the weights
 
 
 @dataclass(frozen=True)
 class RnntCost(SpecCost):
+    mlperf_round = MLPERF_ROUND
+
     spec: RnntSpec
 
     @property
@@ -79,7 +81,7 @@ class RnntCost(SpecCost):
     def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
         spec = self.spec
         if spec.target_source.startswith("mlperf"):
-            return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark)
+            return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark, MLPERF_ROUND)
         recorded = evidence.load("trainclock.workloads.rnnt", spec.name)
         if not evidence.is_measured(recorded):
             return None

@@ -21,7 +21,7 @@ import torch
 
 from trainclock.workloads import evidence
 from trainclock.workloads.cost import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
-from trainclock.workloads.stable_diffusion.spec import SDSpec, get_member, target_evidence
+from trainclock.workloads.stable_diffusion.spec import MLPERF_ROUND, SDSpec, get_member, target_evidence
 from trainclock.workloads.stable_diffusion.metric import quality
 
 ADAM_BYTES = 8
@@ -46,6 +46,8 @@ def unet_forward_flops(spec: SDSpec) -> float:
 
 @dataclass(frozen=True)
 class SDCost(SpecCost):
+    mlperf_round = MLPERF_ROUND
+
     spec: SDSpec
 
     @property
@@ -101,7 +103,7 @@ class SDCost(SpecCost):
     def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
         spec = self.spec
         if spec.target_source.startswith("mlperf"):
-            steps = rcp_convergence(mlperf_dir(), spec.mlperf_benchmark)  # steps to target per batch size
+            steps = rcp_convergence(mlperf_dir(), spec.mlperf_benchmark, MLPERF_ROUND)  # steps to target per batch size
             return ConvergencePoints(tuple((bs, s * bs) for bs, s in steps.points), steps.source + " (steps x batch)")
         if not spec.target_source.startswith("measured"):
             return None

@@ -21,7 +21,7 @@ from pathlib import Path
 from trainclock.workloads import evidence
 from trainclock.workloads.base import QualityTarget
 from trainclock.workloads.cost import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
-from trainclock.workloads.unet3d.spec import METRIC, Unet3DSpec, get_member, target_evidence
+from trainclock.workloads.unet3d.spec import METRIC, MLPERF_ROUND, Unet3DSpec, get_member, target_evidence
 
 MOMENTUM_BYTES = 4  # one fp32 momentum buffer per parameter
 BYTES_PER_VALUE = 2  # the planner's convention: 16-bit activations (it doubles them for fp32)
@@ -38,6 +38,8 @@ def activation_values_per_voxel(filters: tuple[int, ...], in_channels: int = 1) 
 
 @dataclass(frozen=True)
 class Unet3DCost(SpecCost):
+    mlperf_round = MLPERF_ROUND
+
     spec: Unet3DSpec
 
     @property
@@ -91,7 +93,7 @@ class Unet3DCost(SpecCost):
     def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
         spec = self.spec
         if spec.target_source.startswith("mlperf"):
-            return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark)
+            return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark, MLPERF_ROUND)
         runs = _runs(spec)
         if not runs:
             return None  # an estimated target: nothing measured yet

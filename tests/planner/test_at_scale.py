@@ -1,0 +1,124 @@
+"""The planner at scale (issue 38): the layouts the submissions ran, read from NVIDIA's config files
+into planner/published_layouts.toml, planned by default at their scale and said so; extrapolation
+from small systems to at least 4x larger ones inside shared/; evaluation as work over the
+replicas; the sanity line for the seeds' 10,752-GPU system."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from trainclock.commands import plan as plan_command
+from trainclock.errors import UsageError
+from trainclock.planner import suite
+from trainclock.planner.hardware import load_catalogue
+from trainclock.planner.plan import complete
+from trainclock.planner.planning import Planner
+from trainclock.planner.published_layouts import published_layout, published_layouts, reference_figure
+from trainclock.planner.search import SearchResult
+from trainclock.planner.step_time import Efficiency, eval_seconds, step_time
+from trainclock.planner.workload import cost_model
+
+SUITE = (Path(__file__).resolve().parents[2] / ".." / "shared" / "mlperf-suite").resolve()
+
+
+def test_every_published_layout_names_its_config_file_and_runs_a_whole_batch():
+    for key in ("gpt3", "bert", "resnet", "ssd", "maskrcnn", "rnnt", "unet3d", "dlrm_dcnv2", "stable_diffusion"):
+        rows = published_layouts(key, "h100-sxm")
+        assert rows, key
+        for row in rows:
+            assert row.source.startswith(f"NVIDIA/benchmarks/{key}/implementations/") and "config_DGXH100" in row.source
+            assert row.commit and row.repository == "mlcommons/training_results_v3.1"
+            tp, pp = row.layout.get("tp", 1), row.layout.get("pp", 1)
+            dp = row.count // (tp * pp)
+            assert row.global_batch_size % (dp * row.layout["micro_batch"]) == 0, row
+    eos = published_layout("gpt3", "h100-sxm", 10752)
+    # config_DGXH100_1344x8x8x4x8_mbs1.sh: MINIBS 8 over 10,752 / (4 x 8) = 336 replicas
+    assert eos.global_batch_size == 2688 and eos.layout["tp"] == 4 and eos.layout["pp"] == 8 and eos.layout["vp"] == 12
+    assert published_layout("gpt3", "h100-sxm", 10000) is None and published_layout("gpt3", "gaudi2", 10752) is None
+
+
+def test_plan_uses_the_submissions_layout_at_its_scale_and_says_when_it_chose_one(mlperf_dir):
+    planner = Planner(cost_model("gpt3"), load_catalogue(), mlperf_dir)
+    h100 = planner.catalogue["h100-sxm"]
+    calibrated = planner.calibrated(h100)
+    at_eos, how = planner.plan(h100, 10752, calibrated, {})
+    assert how == published_layout("gpt3", "h100-sxm", 10752)
+    assert at_eos.global_batch_size == 2688 and at_eos.plan.short().startswith("tp4 pp8 dp336 vp12 mb1")
+    searched, how = planner.plan(h100, 3584, calibrated, {})  # no v3.1 file at 3,584: the search decides
+    assert isinstance(how, SearchResult) and how.ranked[0] is searched
+    given, how = planner.plan(h100, 10752, calibrated, {}, 2688 * 2)  # --gbs: the file does not apply
+    assert isinstance(how, SearchResult) and given.global_batch_size == 2688 * 2
+    # a reduced member never takes the full size's layout
+    assert Planner(cost_model("gpt3-mini"), load_catalogue(), mlperf_dir).published(h100, 10752) is None
+
+
+def test_a_refusal_says_why_no_layout_can_run(mlperf_dir):
+    planner = Planner(cost_model("unet3d"), load_catalogue(), mlperf_dir)
+    h100 = planner.catalogue["h100-sxm"]
+    with pytest.raises(UsageError, match=r"convergence data's range.*the submission at this scale ran batch 768"):
+        planner.plan(h100, 768, planner.calibrated(h100), {})
+
+
+def test_plan_prints_the_seeds_figure_and_the_scaling_efficiency_beside_its_prediction(mlperf_dir, monkeypatch,
+                                                                                       capsys):
+    monkeypatch.setenv("COLUMNS", "250")
+    parser = argparse.ArgumentParser(prog="trainclock")
+    plan_command.register(parser.add_subparsers(required=True))
+    args = parser.parse_args(["plan", "gpt3", "--accelerator", "h100-sxm", "--count", "10752",
+                              "--mlperf-results", str(mlperf_dir)])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    figure = reference_figure("gpt3", "h100-sxm", 10752)
+    assert figure.minutes == 3.9 and figure.compare_count == 3584
+    assert "as the submission at this scale ran it" in out and "config_DGXH100_1344x8x8x4x8_mbs1.sh" in out
+    assert "sanity: published 3.9 min for this system" in out
+    assert "predicted scaling 3,584 -> 10,752 x h100-sxm" in out and "time-to-train efficiency" in out
+
+
+def test_evaluation_is_work_over_the_replicas_plus_a_fixed_cost():
+    cost = cost_model("unet3d")
+    h100 = load_catalogue()["h100-sxm"]
+    efficiency = Efficiency(0.2, eval_overhead_s=0.5, eval_compute=0.004)
+    eight, many = (complete(suite.template(h100), {"tp": 1, "pp": 1, "micro_batch": 1, "zero": 0}, n) for n in (8, 72))
+    work_8 = eval_seconds(cost, eight, h100, efficiency) - 0.5
+    work_72 = eval_seconds(cost, many, h100, efficiency) - 0.5
+    # the validation set's samples over 8 and over 72 replicas, whole samples per replica
+    assert work_72 / work_8 == pytest.approx(-(-cost.eval_samples // 72) / -(-cost.eval_samples // 8), rel=0.05)
+
+
+def test_a_fixed_cost_per_step_is_paid_once_per_step_whatever_its_size():
+    cost = cost_model("resnet")
+    h100 = load_catalogue()["h100-sxm"]
+    plan = complete(suite.template(h100), {"tp": 1, "pp": 1, "micro_batch": 50, "zero": 0}, 64)
+    without = step_time(cost, 3200, plan, h100, Efficiency(0.2))
+    with_fixed = step_time(cost, 3200, plan, h100, Efficiency(0.2, step_overhead_s=0.003))
+    assert with_fixed.step_s - without.step_s == pytest.approx(0.003)
+    assert ("fixed per step (calibrated: launches, host sync)", pytest.approx(0.003)) in with_fixed.rows()
+
+
+@pytest.fixture(scope="module")
+def unet3d(catalogue, mlperf_dir):
+    return suite.load_suite(SUITE, catalogue, lambda: mlperf_dir, only="unet3d").benchmarks["unet3d"]
+
+
+def test_extrapolation_fits_only_the_small_systems_and_predicts_those_4x_larger(unet3d):
+    rows = suite.extrapolation(unet3d, gap=4)
+    assert rows
+    for r in rows:
+        group = unet3d.groups[r.entry.accelerator.id]
+        fitted = [e for e in group if e.row.key in r.fit.fitted_on]
+        assert r.entry.row.key not in r.fit.fitted_on
+        assert r.entry.row.count >= 4 * max(e.row.count for e in fitted)
+    eos = next(r for r in rows if r.entry.row.count == 72)
+    # the 72-GPU entry planned as NVIDIA's config ran it, predicted from the 4- and 8-GPU entries
+    assert eos.entry.layout_source.endswith("config_DGXH100_9x8x1.sh")
+    assert eos.entry.prediction.global_batch_size == 72
+    assert abs(eos.error) < 0.25  # the fixed evaluation cost fitted on 8 GPUs once made this +167%
+
+
+def test_the_suite_can_be_planned_as_the_search_would(catalogue, mlperf_dir):
+    searched = suite.load_suite(SUITE, catalogue, lambda: mlperf_dir, only="unet3d", published_layouts=False)
+    assert all(e.layout_source == suite.SEARCHED for g in searched.benchmarks["unet3d"].groups.values() for e in g)

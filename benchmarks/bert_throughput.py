@@ -23,7 +23,7 @@ import torch
 from transformers import BertForPreTraining
 
 from trainclock.distributed.context import single_process
-from trainclock.train.loop import train_step
+from trainclock.train.step import train_step
 from trainclock.workloads.base import RunSettings
 from trainclock.workloads.bert import WORKLOAD
 from trainclock.workloads.bert.model import bert_config

@@ -24,7 +24,7 @@ import time
 import torch
 
 from trainclock.distributed.context import single_process
-from trainclock.train.loop import train_step
+from trainclock.train.step import train_step
 from trainclock.workloads import registry
 from trainclock.workloads.base import RunSettings
 from timing import CPU, timed_at_peak

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from trainclock.distributed.context import single_process
-from trainclock.train.loop import train_step
+from trainclock.train.step import train_step
 from trainclock.workloads.base import RunSettings
 from trainclock.workloads.dlrm_dcnv2 import WORKLOAD
 from trainclock.workloads.dlrm_dcnv2.spec import get_member

@@ -2,7 +2,7 @@
 compiled, against the GPU's bf16 matmul peak measured in the same run (and the datasheet's).
 
 The model is trainclock's own (workloads/gpt3/model.py, loaded alone: the device machine has PyTorch
-but not trainclock's other dependencies); the step is the one train.loop.train_step runs for GPT-3
+but not trainclock's other dependencies); the step is the one train.step.train_step runs for GPT-3
 (bf16 autocast over fp32 weights, backward, clip at 1.0, fused AdamW), on random tokens, which cost
 the same as real ones. FLOPs per token are 6N + 12*L*D*T with the real vocabulary (50,257), also
 where the variant pads the embedding to a multiple of 64 for the matmul kernels. Not a test.

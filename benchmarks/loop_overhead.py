@@ -1,6 +1,6 @@
 """End to end against the step alone, for any member: `trainclock run`'s own training throughput
 (the summary's units/s: loop, batches, logging, progress, metrics file; evaluations excluded)
-against the same workload's training step timed bare (train.loop.train_step on the job the run
+against the same workload's training step timed bare (train.step.train_step on the job the run
 builds, the same batches, precision and seed), in one process, back to back, alternating, so a
 shared machine's drift hits both. Prints units/s of each and the ratio.
 
@@ -23,7 +23,8 @@ from trainclock.device import system
 from trainclock.device.peak import resolve_precision
 from trainclock.distributed.context import single_process
 from trainclock.distributed.layout import Layout
-from trainclock.train.loop import TrainOptions, autocast_context, local_micro_batch, train_step, warm_up
+from trainclock.train.options import TrainOptions
+from trainclock.train.step import autocast_context, local_micro_batch, train_step, warm_up
 from trainclock.train.run import RunRequest, execute
 from trainclock.workloads import registry
 from trainclock.workloads.base import RunSettings

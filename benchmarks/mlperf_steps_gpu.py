@@ -71,7 +71,8 @@ if str(SRC) not in sys.path:  # runs from a checkout without `pip install -e` (a
 from trainclock.device.peak import DTYPES, matmul_peak_flops  # noqa: E402
 from trainclock.distributed.context import single_process  # noqa: E402
 from trainclock.distributed.layout import Layout  # noqa: E402
-from trainclock.train.loop import TrainOptions, autocast_context, train_step  # noqa: E402
+from trainclock.train.options import TrainOptions  # noqa: E402
+from trainclock.train.step import autocast_context, train_step  # noqa: E402
 from trainclock.train.profile import FORWARD_BACKWARD, OPTIMIZER  # noqa: E402
 from trainclock.workloads import registry  # noqa: E402
 from trainclock.workloads.base import RunSettings, TrainJob, Workload  # noqa: E402

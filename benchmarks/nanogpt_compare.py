@@ -29,7 +29,7 @@ import torch
 
 from trainclock.device import system
 from trainclock.distributed.layout import Layout
-from trainclock.train.loop import TrainOptions
+from trainclock.train.options import TrainOptions
 from trainclock.train.run import RunRequest, execute
 from trainclock.workloads.base import RunSettings
 from trainclock.workloads.gpt3 import WORKLOAD

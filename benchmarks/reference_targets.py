@@ -34,7 +34,7 @@ from trainclock.device import system
 from trainclock.distributed.layout import Layout
 from trainclock.mllog.reader import read_events
 from trainclock.storage import atomic_write_text
-from trainclock.train.loop import TrainOptions
+from trainclock.train.options import TrainOptions
 from trainclock.train.run import RunRequest, execute
 from trainclock.workloads import registry
 from trainclock.workloads.base import QualityTarget, RunSettings

@@ -30,7 +30,7 @@ from torch.utils.data import DataLoader
 from torchvision.datasets import ImageFolder
 
 from trainclock.distributed.context import single_process
-from trainclock.train.loop import train_step
+from trainclock.train.step import train_step
 from trainclock.workloads.base import RunSettings
 from trainclock.workloads.resnet import WORKLOAD
 from trainclock.workloads.resnet.data.folder import scan

@@ -37,7 +37,7 @@ import torch
 from trainclock.distributed.context import single_process
 from trainclock.optim.lamb import LambOptimizer
 from trainclock.optim.base import parameter_groups
-from trainclock.train.loop import train_step
+from trainclock.train.step import train_step
 from trainclock.workloads.base import RunSettings
 from trainclock.workloads.rnnt import WORKLOAD
 from trainclock.workloads.rnnt.features import SAMPLE_RATE, features

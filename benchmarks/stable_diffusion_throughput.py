@@ -25,7 +25,7 @@ import time
 import torch
 
 from trainclock.distributed.context import single_process
-from trainclock.train.loop import train_step
+from trainclock.train.step import train_step
 from trainclock.workloads.base import RunSettings
 from trainclock.workloads.stable_diffusion import WORKLOAD
 from trainclock.workloads.stable_diffusion.diffusion import training_scheduler

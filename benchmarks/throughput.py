@@ -1,7 +1,7 @@
 """Training throughput and MFU of the GPT-3 members on this machine.
 
 For each member and mode (eager fp32 = the plain reference, eager bf16, compiled bf16) it runs
-the real training step of trainclock's generic loop (train.loop.train_step over the gpt3 job:
+the real training step of trainclock's generic loop (train.step.train_step over the gpt3 job:
 forward, backward, clip, fused AdamW) on real token batches, and prints tokens/s, achieved FLOP/s (6N + 12*L*D*T per
 token) and MFU against the machine's matmul peak (the faster of bf16 and fp32; bf16 on a CPU with
 bf16 instructions) measured right before and after that mode (the CPU
@@ -20,7 +20,7 @@ import torch
 
 from trainclock.device.peak import matmul_peak_flops, resolve_precision
 from trainclock.distributed.context import single_process
-from trainclock.train.loop import train_step
+from trainclock.train.step import train_step
 from trainclock.workloads.gpt3.data.batches import train_batch
 from trainclock.workloads.gpt3.data.prepare import prepare
 from trainclock.workloads.gpt3.data.sources import parse_source

@@ -24,7 +24,7 @@ import os
 import torch
 
 from trainclock.distributed.context import single_process
-from trainclock.train.loop import train_step
+from trainclock.train.step import train_step
 from trainclock.workloads.base import RunSettings
 from trainclock.workloads.unet3d import WORKLOAD
 from trainclock.workloads.unet3d.loss import dice_ce_loss

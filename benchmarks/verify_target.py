@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from trainclock.storage import atomic_write_text
-from trainclock.train.loop import TrainOptions
+from trainclock.train.options import TrainOptions
 from trainclock.device.peak import matmul_peak_flops
 from trainclock.train.run import RunRequest, execute
 from trainclock.workloads.base import RunSettings

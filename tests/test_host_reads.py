@@ -16,8 +16,10 @@ import torch
 from trainclock.distributed.context import single_process
 from trainclock.distributed.layout import Layout
 from trainclock.mllog import NullLog
-from trainclock.train.loop import TrainOptions, autocast_context, train, train_step, warm_up
+from trainclock.train.loop import train
+from trainclock.train.options import TrainOptions
 from trainclock.train.progress import TrainProgress
+from trainclock.train.step import autocast_context, train_step, warm_up
 from trainclock.workloads import registry
 from trainclock.workloads.base import EvalShard, EvalSchedule, RunSettings
 from tests.host_reads import HostReads

@@ -12,7 +12,7 @@ import torch
 from trainclock.distributed.context import single_process
 from trainclock.mllog import RunLog
 from trainclock.device import system
-from trainclock.train.loop import TrainOptions
+from trainclock.train.options import TrainOptions
 from trainclock.train.run import RunRequest, log_header
 from trainclock.workloads.base import RunSettings, TrainJob
 from trainclock.workloads.gpt3 import WORKLOAD as GPT3

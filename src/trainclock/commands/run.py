@@ -354,7 +354,7 @@ def _launch_all(args, name: str, layout, world: int) -> int:
 
 def _run_once(args, workload, spec, settings, layout, device, seed: int | None, want_log: bool = False):
     from trainclock.distributed import env as dist_env
-    from trainclock.train.loop import TrainOptions
+    from trainclock.train.options import TrainOptions
     from trainclock.train.run import RunRequest, execute
     from trainclock.train.summary import print_run_summary
 

@@ -37,8 +37,10 @@ from trainclock.mllog import NullLog, RunLog
 from trainclock.mllog.reader import read_events
 from trainclock.mllog.time_to_train import time_to_train_ms
 from trainclock.storage import atomic_write_text
-from trainclock.train.loop import LoopState, TrainOptions, TrainOutcome, local_micro_batch, train, warm_up
+from trainclock.train.loop import LoopState, TrainOutcome, train
+from trainclock.train.options import TrainOptions
 from trainclock.train.progress import TrainProgress
+from trainclock.train.step import local_micro_batch, warm_up
 from trainclock.workloads.base import QualityTarget, RunSettings, RunSpec, TrainJob, Workload
 
 

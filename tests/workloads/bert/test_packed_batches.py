@@ -17,7 +17,7 @@ import torch
 from trainclock.distributed.context import single_process
 from trainclock.distributed.layout import Layout
 from trainclock.errors import UsageError
-from trainclock.train.loop import train_step
+from trainclock.train.step import train_step
 from trainclock.workloads.base import RunSettings
 from trainclock.workloads.batches import TreeBatch
 from trainclock.workloads.bert import WORKLOAD

@@ -16,7 +16,7 @@ from tests.workloads.detection.files import write_layout
 from trainclock.distributed.layout import Layout
 from trainclock.errors import UsageError
 from trainclock.mllog.reader import read_events
-from trainclock.train.loop import TrainOptions
+from trainclock.train.options import TrainOptions
 from trainclock.train.run import RunRequest, execute
 from trainclock.workloads.base import RunSettings
 from trainclock.workloads.detection import WORKLOADS

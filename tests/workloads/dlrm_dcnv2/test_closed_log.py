@@ -14,7 +14,7 @@ import torch
 from tests.official_checker import check
 from tests.workloads.dlrm_dcnv2.files import write_days
 from trainclock.mllog.reader import read_events
-from trainclock.train.loop import TrainOptions
+from trainclock.train.options import TrainOptions
 from trainclock.train.run import RunRequest, execute
 from trainclock.workloads.base import RunSettings
 from trainclock.workloads.dlrm_dcnv2 import WORKLOAD

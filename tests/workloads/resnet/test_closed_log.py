@@ -15,7 +15,7 @@ from tests.official_checker import check
 from tests.workloads.resnet.trees import write_tree
 from trainclock.errors import UsageError
 from trainclock.mllog.reader import read_events
-from trainclock.train.loop import TrainOptions
+from trainclock.train.options import TrainOptions
 from trainclock.train.run import RunRequest, execute
 from trainclock.workloads.base import RunSettings
 from trainclock.workloads.resnet import WORKLOAD

@@ -10,7 +10,8 @@ store=${1:?give the results store, e.g. /tmp/quiet.db}
 out=${2:?give the result tree folder, e.g. /tmp/quiet}
 seeds=${3:-"201 202 203"}
 trainclock=${TRAINCLOCK:-$(dirname "$0")/../.venv/bin/trainclock}
-tiers=$(for size in tiny mini; do for w in gpt3 bert resnet dlrm unet3d rnnt sd retinanet maskrcnn; do echo "$w-$size"; done; done)
+# every registered benchmark's CPU tiers (members named <benchmark>-tiny and -mini), tiny ones first
+tiers=$("$trainclock" list --names | grep -E -- '-tiny$'; "$trainclock" list --names | grep -E -- '-mini$')
 for tier in $tiers; do
   "$trainclock" data prepare "$tier" > /dev/null  # untimed, cached
 done

@@ -246,3 +246,14 @@ def test_an_imported_name_too_long_is_refused_in_one_line(cli, toy_env, tmp_path
     assert "submission_benchmark is" in line and "characters long" in line and "File name too long" not in line
     code, out_text, err = cli("review", copy)  # the review looks up a rule file by that name: none, in one piece
     assert "File name too long" not in out_text + err and "Traceback" not in err, err[-2000:]
+
+
+def test_a_reader_that_goes_away_is_no_traceback(tmp_path):
+    import os
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line
+    proc = subprocess.run([sys.executable, "-m", "trainclock.cli", "list", "--names"], stdout=write,
+                          stderr=subprocess.PIPE, text=True)
+    os.close(write)
+    assert proc.returncode == 141 and "Traceback" not in proc.stderr, proc.stderr

@@ -13,7 +13,7 @@ from trainclock.mllog import RunLog
 from trainclock.mllog.reader import read_events
 from trainclock.mllog.time_to_train import time_to_train_ms
 from trainclock.distributed.context import single_process
-from trainclock.train.loop import TrainOptions
+from trainclock.train.options import TrainOptions
 from trainclock.train.run import RunRequest, log_header
 from trainclock.workloads.base import RunSettings
 from trainclock.workloads.gpt3 import WORKLOAD
@@ -134,6 +134,24 @@ def test_the_175b_header_satisfies_the_official_closed_gpt3_rules(tmp_path):
     log.event("train_samples", 50331648)
     log.end("run_stop", metadata={"status": "success"})
     assert official_checker.check(log.finish(), follow=True) == []
+
+
+
+def test_the_header_discloses_precisions_layout_and_configuration_as_round_61_asks(tmp_path):
+    from dataclasses import replace
+
+    from trainclock.train.run import disclosure_keys
+
+    spec = get_member("gpt3-175b")
+    job = gpt3_job(spec, torch.nn.Identity(), None, None, None, dataset="c4", eval_sequences=5659)
+    keys = disclosure_keys(job, "bf16", single_process())
+    assert keys == {"lowest_numerical_precision_in_linear": "bfloat16", "lowest_numerical_precision_in_attn": "bfloat16",
+                    "lowest_numerical_precision_in_comm": "fp32", "tensor_parallelism": 1, "pipeline_parallelism": 1,
+                    "context_parallelism": 1, "expert_parallelism": 1, "micro_batch_size": spec.micro_batch_size,
+                    "config_filename": "gpt3-175b"}
+    assert disclosure_keys(replace(job, linear_precision="fp8"), "bf16", single_process())[
+        "lowest_numerical_precision_in_linear"] == "fp8"
+    assert "lowest_numerical_precision_in_attn" not in disclosure_keys(job, "auto", single_process())
 
 
 BAD_INPUTS = {

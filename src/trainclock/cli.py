@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("trainclock: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`trainclock list --names | head`): nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes stdout
+        return 141  # as a shell reports a process ended by SIGPIPE
     except OSError as e:  # a write that failed where no command caught it: one line, not a traceback
         message = file_error(e)  # for file errors no command turned into a one-line error itself
         if message is None:

@@ -87,6 +87,16 @@ def test_groups_inside_a_node_use_its_fabric_and_others_the_network():
     assert comm.group_link(acc, (4, 16)).bandwidth == pytest.approx(10e9 * comm.LINK_EFFICIENCY)
 
 
+def test_an_all_to_all_sends_only_its_off_node_parts_over_the_network():
+    acc = accelerator()  # 8 per node, 100 GB/s inside, 10 GB/s out, no latency
+    fabric, network = 100e9 * comm.LINK_EFFICIENCY, 10e9 * comm.LINK_EFFICIENCY
+    assert comm.group_all_to_all_seconds(8e9, acc, (1, 8)) == pytest.approx(7 / 8 * 8e9 / fabric)
+    # 16 ranks on 2 nodes: 8/16 of the buffer leaves the node, 7/16 crosses it at the same time
+    assert comm.group_all_to_all_seconds(8e9, acc, (1, 16)) == pytest.approx(8 / 16 * 8e9 / network)
+    # a stride of 4: 2 of the group's ranks share each node
+    assert comm.group_all_to_all_seconds(8e9, acc, (4, 16)) == pytest.approx(14 / 16 * 8e9 / network)
+
+
 def test_overlap_helpers_by_hand():
     assert comm.exposed_after_ready([1, 2, 3], 0.5, compute_end=3) == pytest.approx(0.5)
     assert comm.exposed_after_ready([1, 2, 3], 2.0, compute_end=3) == pytest.approx(4.0)

@@ -82,6 +82,16 @@ def test_a_benchmark_plans_with_its_own_calibration_or_says_what_stands_in(catal
     assert stand_in.source.startswith("gaudi2/v3.1") and "no published dlrm_dcnv2 result on gaudi2" in stand_in.source
 
 
+def test_a_system_of_smaller_nodes_plans_on_the_nodes_it_has(catalogue):
+    h100 = catalogue["h100-sxm"]
+    two_of_four = suite.ScoreRow("resnet", "closed", "Dell", "2xXE8640x4H100-SXM-80GB", h100.name, 8, 14.0, nodes=2)
+    assert two_of_four.on_its_nodes(h100).accelerators_per_node == 4
+    eight_of_eight = suite.ScoreRow("resnet", "closed", "NVIDIA", "Eos_n8", h100.name, 64, 2.5, nodes=8)
+    assert eight_of_eight.on_its_nodes(h100) == h100
+    rows = {(r.submitter, r.system, r.benchmark): r for r in suite.read_scores(SUITE)}
+    assert rows[("Dell", "2xXE8640x4H100-SXM-80GB", "resnet")].nodes == 2
+
+
 def test_bad_or_missing_scores_are_one_line_errors(tmp_path, monkeypatch):
     with pytest.raises(DataError, match="no published_v3.1_scores.csv in"):
         suite.suite_dir(tmp_path)

@@ -77,3 +77,13 @@ def test_the_default_convergence_reads_mlperfs_rcps(mlperf_dir):
     assert FromRcps(benchmark="resnet").convergence(lambda: mlperf_dir).points
     with pytest.raises(DataError, match="no rcps/training_\\*/rcps_toy.json"):
         FromRcps(benchmark="toy").convergence(lambda: mlperf_dir)
+
+
+def test_rcps_are_read_in_the_units_their_round_counts(tmp_path):
+    from trainclock.workloads.cost import rcp_convergence
+
+    # 3.1's tables count epochs; the later rounds' tables of sample-counting benchmarks count samples
+    epochs = rcp_convergence(tmp_path, "bert", "3.1")
+    samples = rcp_convergence(tmp_path, "llama2_70b_lora", "6.1")
+    assert epochs.source == "MLPerf RCPs training_3.1.0" and samples.source == "MLPerf RCPs training_6.1.0"
+    assert dict(samples.points)[8] > 1000 and all(bs > 0 and units > 0 for bs, units in epochs.points)

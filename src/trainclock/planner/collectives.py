@@ -67,6 +67,23 @@ def all_to_all_seconds(size_bytes: float, ranks: int, link: Link) -> float:
     return (ranks - 1) / ranks * size_bytes / link.bandwidth + link.latency
 
 
+def group_all_to_all_seconds(size_bytes: float, accelerator: Accelerator, group: tuple[int, int]) -> float:
+    """An all-to-all over a communication group ((stride, size) as Layout.group gives it): the
+    parts for ranks on the rank's own node cross the node's fabric while those for other nodes
+    leave by the network, at the same time; the slower of the two. Only the off-node parts pay
+    the network (a 2-node group sends half its buffer there, not (n-1)/n of it)."""
+    stride, ranks = group
+    if not spans_nodes(group, accelerator.accelerators_per_node):
+        return all_to_all_seconds(size_bytes, ranks, group_link(accelerator, group))
+    on_node_ranks = max(1, accelerator.accelerators_per_node // stride)  # this group's ranks on one node
+    network = Link(accelerator.inter_node_bandwidth * LINK_EFFICIENCY, accelerator.inter_node_latency)
+    fabric = Link(accelerator.intra_node_bandwidth * LINK_EFFICIENCY, accelerator.intra_node_latency)
+    off_node = (ranks - on_node_ranks) / ranks * size_bytes / network.bandwidth + network.latency
+    on_node = ((on_node_ranks - 1) / ranks * size_bytes / fabric.bandwidth + fabric.latency
+               if on_node_ranks > 1 and fabric.bandwidth > 0 else 0.0)
+    return max(off_node, on_node)
+
+
 def send_seconds(size_bytes: float, link: Link) -> float:
     return size_bytes / link.bandwidth + link.latency if size_bytes else 0.0
 

@@ -7,7 +7,9 @@ state; fp32 training keeps fp32 weights and gradients and no master copy. Activa
 come from the workload's cost model (in 16-bit values; doubled in fp32). Under the 1F1B schedule
 the first stage holds min(m, p) micro-batches in flight, times (1 + (p-1)/(p*v)) when interleaved.
 Parameters the model shards itself (cost.sharded_parameters: embedding tables) are split over
-every device, ZeRO or not; with a sparse update their gradients are only the rows a step touches."""
+every device, ZeRO or not; with a sparse update their gradients are only the rows a step touches.
+Frozen parameters (a LoRA fine-tune's base weights: all but cost.trained_parameter_count) keep only
+their weights at the plan's precision."""
 
 from __future__ import annotations
 
@@ -50,11 +52,22 @@ class MemoryBreakdown:
 
 
 def bytes_per_parameter(plan: Plan, cost: WorkloadCost) -> tuple[float, float, float]:
-    """(weights, gradients, optimizer states) bytes per parameter before any sharding."""
+    """(weights, gradients, optimizer states) bytes per parameter before any sharding; the last two
+    per trained parameter."""
     if plan.precision == "fp32":
         return 4.0, 4.0, float(cost.optimizer_state_bytes_per_parameter)
     master = 4.0  # the fp32 copy the optimizer updates
     return (2.0 + (2.0 if plan.precision == "fp8" else 0.0)), 4.0, master + cost.optimizer_state_bytes_per_parameter
+
+
+def trained_share(cost: WorkloadCost) -> float:
+    """The fraction of the replicated (not model-sharded) parameters that train: 1 unless the model
+    freezes some. The sharded embedding tables are counted as trained; the frozen rest is taken to
+    spread over the layers as the parameters do, so every pipeline stage and shard gets this share."""
+    trained, total, sharded = cost.trained_parameter_count, cost.parameter_count, cost.sharded_parameters
+    if trained >= total:
+        return 1.0
+    return max(0.0, trained - sharded) / (total - sharded)
 
 
 def layer_activation_bytes(cost: WorkloadCost, plan: Plan, recompute: str | None = None) -> float:
@@ -76,8 +89,9 @@ def memory_per_accelerator(cost: WorkloadCost, global_batch_size: int, plan: Pla
     weights = parameters * weight_b / (layout.dp if plan.zero == 3 else 1)
     if plan.zero == 3:  # one layer's full weights gathered, and the next one prefetched
         weights += 2 * cost.layer_parameters / layout.tp * weight_b
-    gradients = parameters * grad_b / (layout.dp if plan.zero >= 2 else 1)
-    optimizer = parameters * optim_b / (layout.dp if plan.zero >= 1 else 1)
+    trained = parameters * trained_share(cost)
+    gradients = trained * grad_b / (layout.dp if plan.zero >= 2 else 1)
+    optimizer = trained * optim_b / (layout.dp if plan.zero >= 1 else 1)
     own = sharded / layout.world_size  # a balanced split over every device
     touched = cost.sharded_parameters_touched_per_sample
     own_grads = own if touched is None else min(own, global_batch_size * touched / layout.world_size)

@@ -10,7 +10,8 @@ memory-bound optimizer update (its bytes per parameter from the workload's optim
 Parameters the model shards itself (embedding tables) add the all-to-all exchange of
 cost.exchange_values_per_sample per sample, forward and backward, on the critical path (the
 next layer waits for it); they stay out of the data-parallel traffic, and their update is sparse
-when the cost model says which of them a sample touches."""
+when the cost model says which of them a sample touches. Frozen parameters (all but
+cost.trained_parameter_count) have no gradients to reduce and no update."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass, replace
 from trainclock.distributed.layout import Layout
 from trainclock.planner import collectives as comm
 from trainclock.planner.hardware import Accelerator
+from trainclock.planner.memory import trained_share
 from trainclock.planner.plan import Plan
 from trainclock.workloads.cost import WorkloadCost
 
@@ -130,7 +132,7 @@ def micro_batch_times(cost: WorkloadCost, plan: Plan, accelerator: Accelerator, 
     if cost.sharded_parameters and cost.exchange_values_per_sample:
         # the tables are split over the data-parallel ranks (the models that shard them have no tp or pp)
         values = plan.micro_batch * cost.exchange_values_per_sample * value_bytes(plan.precision)
-        exchange = comm.all_to_all_seconds(values, layout.dp, comm.group_link(accelerator, layout.group("dp")))
+        exchange = comm.group_all_to_all_seconds(values, accelerator, layout.group("dp"))
     return MicroBatch(forward=forward, backward=2 * forward + recompute, recompute=recompute,
                       tp_forward=collectives * layers * tp_collective,
                       tp_backward=collectives * layers * tp_collective + tp_recompute, send=send, exchange=exchange)
@@ -182,7 +184,8 @@ def optimizer_seconds(cost: WorkloadCost, plan: Plan, accelerator: Accelerator,
     rows the step's samples touch, at most all of them, are read and written."""
     layout = plan.layout
     sharded = cost.sharded_parameters
-    owned = (cost.parameter_count - sharded) / (layout.tp * layout.pp) / (layout.dp if plan.zero >= 1 else 1)
+    trained = (cost.parameter_count - sharded) * trained_share(cost)  # frozen parameters are not updated
+    owned = trained / (layout.tp * layout.pp) / (layout.dp if plan.zero >= 1 else 1)
     own_sharded = sharded / layout.world_size
     touched = cost.sharded_parameters_touched_per_sample
     if touched is not None and global_batch_size is not None:
@@ -201,12 +204,15 @@ def _data_parallel(cost: WorkloadCost, plan: Plan, accelerator: Accelerator, mb:
     # sharded parameters (embedding tables) are no replicas: their gradients stay where they live
     shard_bytes = (cost.parameter_count - cost.sharded_parameters) / (layout.tp * layout.pp) * value_bytes(plan.precision)
     buckets = cost.layers // layout.pp
-    bucket = shard_bytes / buckets
+    weight_bucket = shard_bytes / buckets
+    # only trained parameters have gradients to reduce and updated weights to gather back
+    bucket = weight_bucket * trained_share(cost)
     if plan.zero == 3:
-        # FSDP: weights gathered for the forward and again for the backward, gradients
-        # reduce-scattered, every micro-batch; hidden behind that micro-batch's compute
+        # FSDP: weights (frozen ones too) gathered for the forward and again for the backward,
+        # gradients reduce-scattered, every micro-batch; hidden behind that micro-batch's compute
         # (an all-gather costs what a reduce-scatter of the same buffer costs)
-        per_micro_batch = buckets * 3 * comm.reduce_scatter_seconds(bucket, layout.dp, link)
+        per_micro_batch = buckets * (2 * comm.reduce_scatter_seconds(weight_bucket, layout.dp, link)
+                                     + comm.reduce_scatter_seconds(bucket, layout.dp, link))
         hidden = mb.compute if plan.overlap else 0.0
         return m * per_micro_batch, m * max(0.0, per_micro_batch - hidden)
     if plan.zero == 0:

@@ -6,10 +6,12 @@ not the batch size or the layout. Each entry is therefore planned as the planner
 question: the benchmark's full-size cost model (through the registry), MLPerf's reference
 convergence points, and the layout and batch size the search finds fastest, in bf16 with the
 generic software habits (data parallel with overlapped gradient sync for models that fit one
-device). What the calibration fits, per benchmark and accelerator: the matmul efficiency
-(a fraction of the bf16 peak), to the scores in log space; and per benchmark, the fixed cost of an
-evaluation, to the evaluations timed in the one result folder of the benchmark in shared/ (Dell's
-8 x H100 server), which accelerators without such a log borrow.
+device), on the nodes the table gives (number_of_nodes: a system of smaller servers than the
+catalogue's crosses the network sooner). What the calibration fits, per benchmark and
+accelerator: the matmul efficiency (a fraction of the bf16 peak), to the scores in log space;
+and per benchmark, the fixed cost of an evaluation, to the evaluations timed in the one result
+folder of the benchmark in shared/ (Dell's 8 x H100 server), which accelerators without such a
+log borrow.
 
 Leave-one-out predicts each entry from a fit on the other entries of its benchmark and
 accelerator (the timing log too is left out with its own entry). Entries on CPUs only (no
@@ -73,10 +75,20 @@ class ScoreRow:
     accelerator_name: str
     count: int
     score_minutes: float
+    nodes: int = 1
 
     @property
     def key(self) -> str:
         return f"{self.submitter}/{self.system}"
+
+    def on_its_nodes(self, accelerator: Accelerator) -> Accelerator:
+        """The accelerator as this system holds it: fewer per node than the catalogue's usual
+        server where the table says so (Dell's 2 x XE8640 are two nodes of 4 H100, whose 8-GPU
+        groups cross the network), so that its collectives take the links it really has."""
+        per_node = self.count // self.nodes if self.nodes > 0 and self.count % self.nodes == 0 else 0
+        if 0 < per_node < accelerator.accelerators_per_node:
+            return replace(accelerator, accelerators_per_node=per_node)
+        return accelerator
 
 
 def read_scores(folder: Path) -> list[ScoreRow]:
@@ -85,7 +97,9 @@ def read_scores(folder: Path) -> list[ScoreRow]:
         with open(path, newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
         return [ScoreRow(r["benchmark"], r["division"], r["submitter"], r["system"], r["accelerator_model_name"],
-                         int(r["accelerators_count"]), float(r["official_score_minutes"])) for r in rows]
+                         int(r["accelerators_count"]), float(r["official_score_minutes"]),
+                         int(float(r["number_of_nodes"])))  # written "1.0" in places
+                for r in rows]
     except (OSError, UnicodeDecodeError, csv.Error, KeyError, ValueError, TypeError) as e:
         raise DataError(f"{path}: unreadable published scores ({type(e).__name__}: {e}); it should be the CSV "
                         "shipped in shared/mlperf-suite") from None
@@ -189,7 +203,7 @@ def load_suite(folder: Path, catalogue: dict[str, Accelerator], mlperf_dir, only
                 left_out[f"{row.benchmark}: no cost model"] += 1
                 continue
             bench = benchmarks[row.benchmark] = Benchmark(row.benchmark, cost, load_convergence(cost, mlperf_dir))
-        entry = _plan_entry(bench, row, accelerator, published_layouts)
+        entry = _plan_entry(bench, row, row.on_its_nodes(accelerator), published_layouts)
         if entry is None:
             left_out[f"{row.benchmark}: no layout fits {row.count} x {accelerator.id}"] += 1
             continue

@@ -436,6 +436,28 @@ def _reserve_result_path(folder: Path) -> Path:
         i += 1
 
 
+# the rules' names for the precisions a run computes and communicates in
+_RULES_PRECISION = {"bf16": "bfloat16", "fp32": "fp32", "fp8": "fp8"}
+
+
+def disclosure_keys(job: TrainJob, precision: str, ctx: ParallelContext) -> dict[str, object]:
+    """The precisions, parallelism and configuration every log discloses (mandatory from round 6.1
+    on, harmless before): what its linear layers, attention and collectives run in at the lowest,
+    its tensor/pipeline/context/expert split, micro-batch and configuration (the member). A header
+    written before the precision is resolved ("auto": tests that write logs by hand) names none."""
+    layout = ctx.layout
+    keys: dict[str, object] = {}
+    if precision in _RULES_PRECISION:
+        # FSDP2 all-gathers a bf16 run's parameters in bf16 (distributed.parallelize); DDP reduces fp32 gradients
+        comm = precision if layout.fsdp and ctx.env.world_size > 1 else "fp32"
+        keys |= {"lowest_numerical_precision_in_linear": _RULES_PRECISION[job.linear_precision or precision],
+                 "lowest_numerical_precision_in_attn": _RULES_PRECISION[precision],
+                 "lowest_numerical_precision_in_comm": _RULES_PRECISION[comm]}
+    return keys | {"tensor_parallelism": layout.tp, "pipeline_parallelism": layout.pp,
+                   "context_parallelism": 1, "expert_parallelism": 1,  # trainclock splits neither context nor experts
+                   "micro_batch_size": local_micro_batch(job, ctx), "config_filename": job.name}
+
+
 def log_header(log: RunLog, job: TrainJob, request: RunRequest, system_name: str, ctx: ParallelContext,
                seed: int) -> None:
     log.event("submission_benchmark", job.benchmark)
@@ -450,6 +472,8 @@ def log_header(log: RunLog, job: TrainJob, request: RunRequest, system_name: str
     log.event("seed", seed)
     log.event("global_batch_size", job.global_batch_size)
     log.event("gradient_accumulation_steps", job.global_batch_size // ctx.dp_size // local_micro_batch(job, ctx))
+    for key, value in disclosure_keys(job, request.options.precision, ctx).items():
+        log.event(key, value)
     for key, value in job.optimizer.log_keys().items():
         log.event(key, value)
     for key, value in job.log_keys.items():

@@ -145,6 +145,8 @@ class TrainJob:
     # steps whose batches the loop builds on a thread ahead of a CPU run (accelerators: always 2); worth it
     # only where a batch costs about as much as the step and its kernels release the GIL
     cpu_prefetch_steps: int = 0
+    # the lowest precision of the model's linear layers when lower than the run's (fp8 matmuls), for the log
+    linear_precision: Literal["fp8"] | None = None
 
     def reached(self, metrics: dict[str, float]) -> bool:
         return all(t.met(metrics[t.metric]) for t in self.quality)

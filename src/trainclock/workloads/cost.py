@@ -6,7 +6,8 @@ A benchmark's cost model (workloads/<name>/cost.py, reached through the registry
 `workload.cost(member)`) describes one member in generic terms; the planner owns everything about
 the cluster (precision, sharding, schedules, links). How the planner uses each part:
 
-- size: `parameter_count` sizes the data-parallel traffic and the optimizer update;
+- size: `trained_parameter_count` (default: `parameter_count`) sizes the gradients, master
+  weights, optimizer states, data-parallel traffic and the optimizer update, `parameter_count` the weights;
   `layer_parameters` x `layers` + `other_parameters` is the same total split into what a pipeline
   cuts (identical repeated layers) and what it does not (embeddings, heads: the fullest pipeline
   stage is charged all of them).
@@ -84,7 +85,7 @@ class WorkloadCost(Protocol):
 
     name: str  # the member, e.g. "gpt3-175b"
     benchmark: str  # the MLPerf benchmark key it stands for ("gpt3"): scoring rules, calibration data
-    parameter_count: int  # all trained parameters
+    parameter_count: int  # all parameters, trained or frozen (see trained_parameter_count)
     layers: int  # identical repeated layers a pipeline cuts; pp x vp must divide it
     layer_parameters: float  # parameters of one of those layers
     other_parameters: float  # parameters outside them (embeddings, heads, final norms)
@@ -92,7 +93,7 @@ class WorkloadCost(Protocol):
     tensor_parallel_unit: str  # their name, plural, e.g. "attention heads"
     flops_per_sample: SampleFlops
     boundary_values_per_sample: float  # activation values that cross a layer boundary per sample
-    optimizer_state_bytes_per_parameter: float  # e.g. Adam: two fp32 moments = 8
+    optimizer_state_bytes_per_parameter: float  # per trained parameter, e.g. Adam: two fp32 moments = 8
     progress_unit: str  # what MLPerf counts progress in: "tokens", "epochs", "samples"
     units_per_sample: float  # progress units per sample (GPT-3: tokens per sequence)
     sample_noun: str  # plural, as printed after a count: "sequences of 2048 tokens", "images"
@@ -123,6 +124,14 @@ class WorkloadCost(Protocol):
         """All-reduces per layer in the forward pass under tensor parallelism (as many again in
         the backward). Default: Megatron's 2 (after attention and after the MLP)."""
         return 2
+
+    @property
+    def trained_parameter_count(self) -> int:
+        """Parameters the optimizer updates (a LoRA fine-tune's adapters); the rest of
+        parameter_count is frozen: its weights are kept, but it has no gradients, master weights,
+        optimizer states nor data-parallel gradient traffic. Counted as spread over the model like
+        the parameters themselves. Default: all of parameter_count."""
+        return self.parameter_count
 
     @property
     def sharded_parameters(self) -> float:
@@ -217,10 +226,16 @@ def rcp_convergence(folder: Path, benchmark: str, round_: str) -> ConvergencePoi
         raise DataError(f"no rcps/training_*/rcps_{benchmark}.json in {folder} nor in the mlperf_logging package")
     try:
         table = json.loads(path.read_text())
-        points = sorted((int(p["BS"]), statistics.fmean(p["Epochs to converge"])) for p in table.values())
+        points = sorted((int(p["BS"]), statistics.fmean(_units_to_converge(p))) for p in table.values())
     except (ValueError, KeyError, TypeError) as e:
         raise DataError(f"{path}: unreadable reference convergence points ({e})") from None
     return ConvergencePoints(tuple(points), f"MLPerf RCPs {path.parent.name}")
+
+
+def _units_to_converge(point: dict) -> list[float]:
+    """A reference point's runs: "Epochs to converge" until round 3.1, "samples to converge" in the
+    later rounds' tables of the benchmarks that count samples (as the rules package's checker reads them)."""
+    return point["Epochs to converge"] if "Epochs to converge" in point else point["samples to converge"]
 
 
 def rules_rcp_file(benchmark: str, round_: str) -> Path:

@@ -207,6 +207,7 @@ def gpt3_job(spec: GPT3Spec, model: torch.nn.Module, batch, evaluate, score, dat
         eval_samples=eval_sequences * spec.seq_len,  # MLPerf gpt3 logs eval_samples in tokens
         max_samples=spec.max_samples,
         log_keys=log_keys(spec, dataset),
+        linear_precision="fp8" if spec.fp8 else None,
     )
 
 

@@ -42,11 +42,12 @@ def batch(arch: str, n: int, device: torch.device):
         xy = torch.rand(4, 2, generator=g) * torch.tensor([w - 200.0, h - 200.0])
         boxes = torch.cat([xy, xy + 50 + torch.rand(4, 2, generator=g) * 150], 1)
         t = {"boxes": boxes.to(device), "labels": torch.randint(1, 90, (4,), generator=g).to(device)}
-        if arch == "maskrcnn":
-            masks = torch.zeros(4, h, w, dtype=torch.uint8)
-            for i, (x1, y1, x2, y2) in enumerate(boxes.int().tolist()):
-                masks[i, y1:y2, x1:x2] = 1
-            t["masks"] = masks.to(device)
+        if arch == "maskrcnn":  # each box's outline (data/outlines.py's layout: objects, parts, edges, x1 y1 x2 y2)
+            x1, y1, x2, y2 = boxes.unbind(1)
+            corners = torch.stack([torch.stack([x1, y1], 1), torch.stack([x2, y1], 1),
+                                   torch.stack([x2, y2], 1), torch.stack([x1, y2], 1)], 1)  # (4 objects, 4 corners, xy)
+            edges = torch.cat([corners, corners.roll(-1, 1)], 2)  # corner c to corner c + 1
+            t["mask_edges"] = edges.unsqueeze(1).to(device)
         targets.append(t)
     return images, targets
 

@@ -70,10 +70,7 @@ def test_the_loop_reads_once_per_log_interval(job):
 
 # Steps that still read back, each with what reads and the issue that removes it: xfail(strict), so
 # the test fails as soon as one is fixed and its entry must go.
-STILL_READING = {
-    "maskrcnn": "GeneralizedRCNN.forward's degenerate-box check and NMS read once an image; the RoI pooling and "
-                "the mask head's positives read unless the heads' static_shapes is set (issue 33)",
-}
+STILL_READING: dict[str, str] = {}
 TIERS = sorted((w.key, m.name) for w in registry.workloads() for m in w.members() if m.name.endswith("-tiny"))
 
 

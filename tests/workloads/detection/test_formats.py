@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.workloads.detection.files import boxes_of, write_layout
+from tests.workloads.detection.files import boxes_of, whole_image, write_layout
 from trainclock.errors import DataError
 from trainclock.workloads.detection.data.layout import load_split, split_files
 from trainclock.workloads.detection.data.loader import EvalBatches, TrainBatches, hflip, read_image
@@ -62,7 +62,9 @@ def test_flip_and_batches_are_a_function_of_seed_and_step(tmp_path):
     image, target = whole["images"][0], whole["targets"][0]
     again, back = hflip(*hflip(image, target))
     assert torch.equal(again, image) and torch.equal(back["boxes"], target["boxes"])
-    np.testing.assert_array_equal(boxes_of(target["masks"].numpy()), target["boxes"].numpy())
+    masks = whole_image(target, image.shape[-1])  # the outlines rasterised at one cell a pixel: the masks
+    np.testing.assert_array_equal(boxes_of(masks.numpy()), target["boxes"].numpy())
+    assert torch.equal(whole_image(back, image.shape[-1]), masks)
     shards = [EvalBatches(load_split(root, "val", 1, True), 3, (r, 2)) for r in range(2)]
     ids = [i for s in shards for _, batch in s for i in batch]
     assert sorted(i for i in ids if i >= 0) == [1000, 1001, 1002, 1003] and ids.count(-1) == 2

@@ -7,19 +7,23 @@ from __future__ import annotations
 import math
 from itertools import combinations
 
+import numpy as np
 import pytest
 import torch
+from pycocotools import mask as mask_utils
 from scipy.stats import chisquare
 from torch._subclasses.fake_tensor import (DataDependentOutputException, DynamicOutputShapeException,
                                            FakeTensorMode)
 from torch.utils._python_dispatch import TorchDispatchMode
 from torchvision.models.detection import MaskRCNN
+from torchvision.models.detection.generalized_rcnn import GeneralizedRCNN
 from torchvision.models.detection._utils import BalancedPositiveNegativeSampler
 from torchvision.models.detection.roi_heads import RoIHeads, project_masks_on_boxes
 from torchvision.models.detection.rpn import RegionProposalNetwork
 from torchvision.ops import MultiScaleRoIAlign
 
 from trainclock.workloads.detection import maskrcnn_heads
+from trainclock.workloads.detection.data.outlines import outlines
 from trainclock.workloads.detection.maskrcnn_heads import (BatchedMaskRCNN, BatchedRoIHeads, BatchedRPN,
                                                            balanced_sample, fixed_roi_align, project_masks)
 from trainclock.workloads.detection.model import build_model
@@ -397,6 +401,26 @@ def test_a_training_step_of_the_model_trains_every_head():
         assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in head.parameters())
 
 
+def _outline_targets(g: torch.Generator) -> list[dict[str, torch.Tensor]]:
+    """_targets with each mask as the loader carries it: its outline (exact for pixel masks)."""
+    out = []
+    for t in _targets(g):
+        rles = [mask_utils.encode(np.asfortranarray(m.numpy())) for m in t["masks"]]
+        out.append({"boxes": t["boxes"], "labels": t["labels"], **outlines(rles)})
+    return out
+
+
+def test_the_training_forward_is_torchvisions_less_its_degenerate_box_check():
+    ours, _ = _models()
+    g = torch.Generator().manual_seed(7)
+    images, targets = _images(g), _outline_targets(g)
+    torch.manual_seed(0)
+    got = ours(images, targets)
+    torch.manual_seed(0)
+    want = GeneralizedRCNN.forward(ours, images, targets)
+    assert list(got) == list(want) and all(torch.equal(got[k], want[k]) for k in want)
+
+
 # -- no reads ----------------------------------------------------------------------------------
 
 class DeviceReads(TorchDispatchMode):
@@ -442,6 +466,19 @@ def test_the_rpn_and_roi_heads_read_the_device_only_in_nms_once_an_image():
     dynamic = _step_reads(ours, torch.Generator().manual_seed(8))
     theirs = _step_reads(reference, torch.Generator().manual_seed(8))
     assert len(SIZES) < len(dynamic) < len(theirs) // 2 and len(theirs) > 10 * len(SIZES)
+
+
+def test_the_model_with_outlines_reads_the_device_only_in_nms_once_an_image():
+    """The whole training forward and backward, the static way, on the loader's outline targets: no
+    degenerate-box check (BatchedMaskRCNN.forward), mask targets rasterised without a read."""
+    ours, _ = _models()
+    ours.roi_heads.static_shapes = True
+    g = torch.Generator().manual_seed(9)
+    images, targets = _images(g), _outline_targets(g)
+    ours(images, targets)  # a first step: the RoI poolers read their scales once
+    with DeviceReads() as reads:
+        sum(ours(images, targets).values()).backward()
+    assert reads.ops == ["nms"] * len(SIZES)
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])

@@ -34,9 +34,10 @@ def check_targets(batch: dict, classes: int, masks: bool) -> None:
         assert boxes.dtype == torch.float32 and boxes.shape[1] == 4 and len(boxes) >= 1
         assert (boxes[:, 2:] > boxes[:, :2]).all() and (boxes[:, 2] <= image.shape[2]).all()
         assert target["labels"].dtype == torch.int64 and target["labels"].max() < classes
-        if masks:
-            assert target["masks"].dtype == torch.uint8 and target["masks"].shape == (len(boxes), *image.shape[1:])
-            assert (target["masks"].flatten(1).sum(1) > 0).all()
+        if masks:  # an outline an object (objects, parts, edges, 4), each with edges
+            edges = target["mask_edges"]
+            assert edges.dtype == torch.float32 and edges.shape[0] == len(boxes) and edges.shape[3] == 4
+            assert (edges != 0).flatten(1).any(1).all()
 
 
 def test_retinanet_sample_is_the_mlperf_openimages_layout_read_at_800x800(tmp_path):
@@ -74,9 +75,15 @@ def test_maskrcnn_sample_is_coco_2017_with_polygons_read_at_800_to_1333(tmp_path
     assert all(max(image.shape[1:]) <= 640 for image in batch["images"])
     check_targets(batch, 91, masks=True)
     resized, targets = job.model.transform(batch["images"], batch["targets"])
-    for (height, width), target in zip(resized.image_sizes, targets):
+    for (height, width), target, before in zip(resized.image_sizes, targets, batch["targets"]):
         assert min(height, width) == 800 and max(height, width) <= 1333
-        assert target["masks"].shape[1:] == (height, width)
+        # the outlines are scaled as the boxes: each object's box is its polygon's extent
+        edges = target["mask_edges"]
+        points = edges[..., :2].flatten(1, 2)
+        real = (edges[..., :2] != edges[..., 2:]).any(-1, keepdim=True).flatten(1, 2)  # padding edges are 0 long
+        extent = torch.cat([points.where(real, torch.inf).amin(1), points.where(real, -torch.inf).amax(1)], 1)
+        torch.testing.assert_close(extent, target["boxes"], atol=0.05, rtol=0)
+        assert not torch.equal(edges, before["mask_edges"])
 
 
 def test_a_tier_sample_is_its_own_mosaics(tmp_path):

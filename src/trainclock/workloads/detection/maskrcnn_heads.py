@@ -27,8 +27,10 @@ each image's call is one synchronisation. One call over all images with an image
 coordinate trick) does not keep the same boxes: the offset rounds the coordinates, and on full-size
 proposals 2 in 81,000 kept boxes (batch 2, 12 trials) and 12 in 82,000 (batch 8, 3 trials) differed
 from per-image NMS (benchmarks/maskrcnn_heads_speed.py, offset_nms_mismatches), so NMS stays per image. The mask targets
-are also projected image by image (launches, no read). Evaluation (model.eval()) is torchvision's
-code, unchanged."""
+are the loader's outlines rasterised at 28x28 for the mask slots (mask_targets.py; no read), or,
+for targets that carry torchvision's full masks, projected image by image (launches, no read).
+BatchedMaskRCNN's training forward also skips torchvision's degenerate-box check (a read an image),
+as BatchedRetinaNet's does. Evaluation (model.eval()) is torchvision's code, unchanged."""
 
 from __future__ import annotations
 
@@ -44,6 +46,7 @@ from torchvision.models.detection.rpn import RegionProposalNetwork
 from torchvision.ops import MultiScaleRoIAlign, boxes as box_ops, roi_align
 from torchvision.ops.poolers import _filter_input, _setup_scales
 
+from trainclock.workloads.detection.mask_targets import outline_targets
 from trainclock.workloads.detection.retinanet_loss import gather_rows, match_anchors, padded_targets
 
 # fixed_roi_align moves a RoI here on the levels that are not its own: its samples fall below -1 on
@@ -277,10 +280,22 @@ class BatchedRoIHeads(RoIHeads):
                 slots = [[x[k] for x, k in zip(part, keep)] for part in slots]
             boxes, rows, labels, positive = slots
             mask_logits = self.mask_predictor(self.mask_head(pool(self.mask_roi_pool, boxes)))
-            mask_targets = project_masks(targets, boxes, rows, positive, mask_logits.shape[-1])
+            # outlines (the loader's) rasterised per slot; torchvision's full masks where a caller gives those
+            make_targets = outline_targets if "mask_edges" in targets[0] else project_masks
+            mask_targets = make_targets(targets, boxes, rows, positive, mask_logits.shape[-1])
             losses["loss_mask"] = mask_loss(mask_logits, torch.cat(list(labels)), mask_targets,
                                             torch.cat(list(positive)))
         return [], losses
+
+    def check_targets(self, targets: list[dict[str, Tensor]] | None) -> None:
+        """torchvision's check, where a mask model's targets carry full masks or outlines (mask_targets.py)."""
+        if targets is None:
+            raise ValueError("targets should not be None")
+        for key in ("boxes", "labels"):
+            if not all(key in t for t in targets):
+                raise ValueError(f"Every element of targets should have a {key} key")
+        if self.has_mask() and not all("masks" in t or "mask_edges" in t for t in targets):
+            raise ValueError("Every element of targets should have a masks or mask_edges key")
 
     def select_fixed_samples(self, proposals: list[Tensor], targets: list[dict[str, Tensor]]) -> RoISample:
         """torchvision's select_training_samples over the stacked batch: the ground-truth boxes join
@@ -360,3 +375,17 @@ class BatchedMaskRCNN(MaskRCNN):
         if type(self.rpn) is not RegionProposalNetwork or type(self.roi_heads) is not RoIHeads:
             raise TypeError("BatchedMaskRCNN replaces torchvision's own RPN and RoI heads only")
         self.rpn.__class__, self.roi_heads.__class__ = BatchedRPN, BatchedRoIHeads
+
+    def forward(self, images: list[Tensor], targets: list[dict[str, Tensor]] | None = None):
+        if not self.training:
+            return super().forward(images, targets)
+        if targets is None:
+            raise ValueError("Mask R-CNN trains on targets: pass them with the images")
+        # torchvision's training forward less its check for degenerate boxes, a host read an image,
+        # as BatchedRetinaNet's: the data reader drops every box without width or height in float32
+        # (data/layout.py), and the resize scales widths by a positive factor
+        images, targets = self.transform(images, targets)
+        features = self.backbone(images.tensors)
+        proposals, proposal_losses = self.rpn(images, features, targets)
+        _, detector_losses = self.roi_heads(features, proposals, images.image_sizes, targets)
+        return {**detector_losses, **proposal_losses}  # torchvision's order: the losses add up the same

@@ -51,6 +51,7 @@ class DetectionSpec:
     val_images: int
     image_side: int = 0  # a tier's mosaic side
     eval_batch: int = 8
+    decode_on_device: bool | None = None  # JPEGs decoded on the run's device (workloads/image_decode.py); None: on CUDA
 
     @property
     def steps_per_epoch(self) -> float:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 
+import torch
 from torch import Tensor
 from torchvision.models.detection.transform import GeneralizedRCNNTransform
 
@@ -47,6 +48,17 @@ class DetectionTransform(GeneralizedRCNNTransform):
 
     def torch_choice(self, k: list[int]) -> int:
         return k[0] if len(k) == 1 else super().torch_choice(k)
+
+    def resize(self, image: Tensor, target: dict[str, Tensor] | None = None) -> tuple[Tensor, dict[str, Tensor] | None]:
+        """torchvision's resize, which also scales Mask R-CNN's outlines (data/outlines.py) as the boxes."""
+        height, width = image.shape[-2:]
+        image, target = super().resize(image, target)
+        if target is not None and "mask_edges" in target:
+            # by Python floats: a tensor of the ratios (resize_boxes') would be a host-to-device copy
+            x_ratio, y_ratio = image.shape[-1] / width, image.shape[-2] / height
+            points = target["mask_edges"].unflatten(-1, (2, 2))  # (..., 2 ends, x y)
+            target["mask_edges"] = torch.stack([points[..., 0] * x_ratio, points[..., 1] * y_ratio], -1).flatten(-2)
+        return image, target
 
     def batch_images(self, images: list[Tensor], size_divisible: int = 32) -> Tensor:
         if self.sides is None:

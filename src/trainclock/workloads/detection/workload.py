@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -27,6 +28,7 @@ from trainclock.workloads.detection.model import build_model, load_backbone_weig
 from trainclock.workloads.detection.optim import AdamWarmup, SGDWarmupSteps
 from trainclock.workloads.detection.spec import (METRICS, MLPERF_ROUND, DetectionSpec, get_member, members_of,
                                                  quality)
+from trainclock.workloads.image_decode import DeviceJpegDecoder
 
 DATASETS = {"openimages": "the MLPerf OpenImages subset (<folder>/train/labels/openimages-mlperf.json, train/data/, "
                           "validation/...; or OpenImages v6's CSVs and images, converted by `trainclock data "
@@ -53,6 +55,9 @@ class DetectionWorkload:
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
         group.add_argument("--backbone-weights", metavar="PATH",
                            help="the full size's ImageNet backbone weights: a local torchvision state dict")
+        group.add_argument("--decode-on-device", action=argparse.BooleanOptionalAction, default=None,
+                           help="decode the JPEGs on the run's device (torchvision.io.decode_jpeg), the host reading "
+                                "bytes only (default: on CUDA devices)")
 
     def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> DetectionSpec:
         spec = get_member(member, self.key)
@@ -67,6 +72,8 @@ class DetectionWorkload:
                 raise UsageError(f"{spec.name} starts from ImageNet backbone weights: pass --backbone-weights PATH "
                                  "(a local file; nothing is downloaded)")
             load_backbone_weights(weights)
+        if settings.extra.get("decode_on_device") is not None:
+            spec = replace(spec, decode_on_device=settings.extra["decode_on_device"])
         return with_batch_settings(spec, settings, layout, "images")
 
     def build_job(self, spec: DetectionSpec, ctx: ParallelContext, device: torch.device, seed: int,
@@ -76,9 +83,13 @@ class DetectionWorkload:
         train, val = load_splits(spec, root)
         torch.manual_seed(seed)
         model = self.build_model(spec, ctx, device, settings)
-        batches = TrainBatches(train, seed, spec.global_batch_size, masks=spec.benchmark == "maskrcnn")
+        on_device = spec.decode_on_device if spec.decode_on_device is not None else device.type == "cuda"
+        # one decoder a loader: each owns a stream, and training and evaluation read on different threads
+        decoders = [DeviceJpegDecoder(device, spec.micro_batch_size) if on_device else None for _ in range(2)]
+        batches = TrainBatches(train, seed, spec.global_batch_size, masks=spec.benchmark == "maskrcnn",
+                               decoder=decoders[0])
         return detection_job(spec, model, batches, train, val, (ctx.dp_rank, ctx.dp_size), device,
-                             dataset=spec.dataset)
+                             dataset=spec.dataset, eval_decoder=decoders[1])
 
     def build_model(self, spec: DetectionSpec, ctx: ParallelContext, device: torch.device,
                     settings: RunSettings) -> torch.nn.Module:
@@ -145,8 +156,10 @@ def load_splits(spec: DetectionSpec, root: Path) -> tuple[Split, Split]:
 
 
 def detection_job(spec: DetectionSpec, model: torch.nn.Module, batch, train: Split, val: Split,
-                  shard: tuple[int, int], device: torch.device, dataset: str) -> TrainJob:
-    """The job around a built model and loaded splits; progress is in epochs of this train split."""
+                  shard: tuple[int, int], device: torch.device, dataset: str,
+                  eval_decoder: DeviceJpegDecoder | None = None) -> TrainJob:
+    """The job around a built model and loaded splits; progress is in epochs of this train split.
+    eval_decoder: the validation images decoded on its device."""
     masks = spec.benchmark == "maskrcnn"
     classes = len(train.category_ids) + (1 if masks else 0)
     # COCO 2017 lists 80 categories under ids 1-90 (10 ids unused); torchvision's Mask R-CNN predicts 91
@@ -154,7 +167,7 @@ def detection_job(spec: DetectionSpec, model: torch.nn.Module, batch, train: Spl
     coco_ids = masks and max(train.category_ids) + 1 == spec.shape.num_classes
     if classes != spec.shape.num_classes and not coco_ids:
         raise UsageError(f"{spec.name} has {spec.shape.num_classes} classes, the data {classes}")
-    evaluation = EvalBatches(val, spec.eval_batch, shard)
+    evaluation = EvalBatches(val, spec.eval_batch, shard, eval_decoder)
     names = METRICS[spec.benchmark]
 
     def evaluate(m: torch.nn.Module, autocast, part: tuple[int, int]) -> EvalShard:

@@ -1,10 +1,11 @@
 """The official layouts and their labels: COCO 2017 (annotations/instances_<split>2017.json beside
 <split>2017/ images) and the MLPerf OpenImages subset (<split>/labels/openimages-mlperf.json beside
 <split>/data/ images; split "train" or "validation"), both COCO-format instances JSON. A split
-is read once into per-image records; masks are decoded only for a model that needs them. Every
-field the run uses is checked as the file is read (a bad one is a DataError naming the file and the
-annotation), boxes are clipped to their image, and polygons and RLEs are checked before pycocotools
-sees them (it crashes on some: far-out polygons segfault, garbled RLEs overrun their buffer)."""
+is read once into per-image records; a mask model trains on each object's outline (outlines.py),
+and masks() decodes full masks where a tool or test needs them. Every field the run uses is
+checked as the file is read (a bad one is a DataError naming the file and the annotation), boxes
+are clipped to their image, and polygons and RLEs are checked before pycocotools sees them (it
+crashes on some: far-out polygons segfault, garbled RLEs overrun their buffer)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ class ImageRecord:
     width: int
     boxes: np.ndarray  # n x 4 float32, x1 y1 x2 y2, clipped to the image
     labels: np.ndarray  # n int64, contiguous class indices (see Split.label_of)
-    segmentations: list  # per box: COCO polygons or RLE, checked at load (decoded by masks()); None if absent
+    segmentations: list  # per box: COCO polygons or RLE, checked at load (outlines.py, masks()); None if absent
 
     def masks(self) -> np.ndarray:
         """n x height x width uint8 instance masks."""

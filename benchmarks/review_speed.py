@@ -30,6 +30,9 @@ from trainclock.review.tree import ROUND_FOLDER, review_path
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "mlperf-results"
 SUITE = SHARED.parent / "mlperf-suite"
+REQUIRED_RATIO = 10.0
+
+
 def round_dirs(root: Path) -> list[Path]:
     """The round folders of `root` (v3.1, training_results_v4.0: any round trainclock reviews)."""
     return sorted(p for p in root.iterdir() if p.is_dir() and ROUND_FOLDER.fullmatch(p.name))
@@ -38,7 +41,6 @@ def round_dirs(root: Path) -> list[Path]:
 def ruleset(round_dir: Path) -> str:
     """The summarizer's ruleset of a round folder: v4.1 -> 4.1.0."""
     return f"{ROUND_FOLDER.fullmatch(round_dir.name).group(1)}.0"
-REQUIRED_RATIO = 10.0
 
 
 def logs_and_bytes(root: Path) -> tuple[int, int]:

@@ -37,7 +37,7 @@ def columns(conn: Connection) -> dict[str, set[str]]:
 
 def test_a_new_database_has_the_models_tables_at_the_latest_version(db_url):
     with open_store(db_url) as store:
-        assert version_of(store) == latest_version() == 3
+        assert version_of(store) == latest_version() == 4
         with store.engine.connect() as conn:
             found = columns(conn)
     assert found == {table.name: {c.name for c in table.columns} for table in Base.metadata.sorted_tables}

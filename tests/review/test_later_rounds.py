@@ -124,3 +124,38 @@ def test_a_power_entry_is_scored_by_its_time(later_rounds):
     (entry,) = review_path(later_rounds["4.0"] / POWER_40)
     assert entry.verdict == VALID and len(entry.runs) == 10  # 5 runs and 5 "raw" copies: all result_*.txt
     assert f"{entry.score_minutes:.6f}" == "3.836477"
+
+
+WITHHELD_41 = "Dell/results/R760x2H100NVL-PCIe-94GB/ssd"  # RCP "Missing" at batch size 128, no scaling.json
+
+
+def test_a_score_withheld_on_a_failed_rcp_check_shows_the_summarizers_beside_it(later_rounds):
+    from trainclock.review.as_json import review_as_json
+    from trainclock.review.entry import SCORE_WITHHELD
+
+    (entry,) = review_path(later_rounds["4.1"] / WITHHELD_41)
+    assert entry.verdict == INVALID and entry.score_minutes is None and entry.rcp.official == "Missing"
+    assert f"{entry.summarizer_score:.6f}" == "172.839311"
+    (why,) = [r for r in entry.reasons if r.startswith(SCORE_WITHHELD)]
+    assert "no scaling.json records the review committee's ruling" in why and why.endswith("172.839311 regardless")
+    console = Console(record=True, width=300)
+    print_review([entry], console)
+    text = console.export_text()
+    (row,) = [line for line in text.splitlines() if line.startswith("  4.1 Dell")]  # the table's row
+    # score, summarizer, scaling, RCP, verdict
+    assert row.split()[-5:] == ["—", "172.839311", "—", "fail", "invalid"]
+    assert "trainclock withholds the score of an entry whose RCP check failed without a scaling.json" in text
+    (shown,) = json.loads(review_as_json([entry]))["entries"]
+    assert shown["score_minutes"] is None and f"{shown['summarizer_score_minutes']:.6f}" == "172.839311"
+    assert why in shown["reasons"]
+
+
+def test_where_trainclock_scores_the_summarizer_column_says_the_same(later_rounds):
+    entries = review_path(later_rounds["5.1"])
+    assert all(e.summarizer_score == e.score_minutes for e in entries)
+    console = Console(record=True, width=300)
+    print_review(entries, console)
+    text = console.export_text()
+    assert "withholds" not in text  # the note comes only with a difference
+    rows = [line for line in text.splitlines() if line.startswith("  5.1 ")]
+    assert len(rows) == len(entries) and all(line.split()[-4] == "=" for line in rows)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from trainclock.commands.review import ROUND_HELP
+
 DB_HELP = ("the results database: a SQLite file path or sqlite:///PATH, or postgresql://USER:PASSWORD@HOST:PORT/DB "
            "(default: $TRAINCLOCK_DB, else results.db in the data directory)")
 
@@ -18,7 +20,7 @@ def register(sub) -> None:
     db.add_argument("--db", metavar="URL", help=DB_HELP)
     filters = argparse.ArgumentParser(add_help=False)
     filters.add_argument("--benchmark", help="exactly as stored: gpt3, bert, ... or a trainclock workload (gpt3-tiny)")
-    filters.add_argument("--round", dest="round_", metavar="ROUND", help="MLPerf round, e.g. 3.0 or 3.1")
+    filters.add_argument("--round", dest="round_", metavar="ROUND", help="MLPerf round, e.g. 3.1 or v5.0")
     filters.add_argument("--accelerator", help="part of the accelerator's name, any case (h100, gaudi2), or cpu")
     where = filters.add_mutually_exclusive_group()
     where.add_argument("--cloud", dest="availability", action="store_const", const="cloud",
@@ -29,8 +31,7 @@ def register(sub) -> None:
     imp = actions.add_parser("import", parents=[db], help="review logs and keep them: a log, a benchmark folder or a tree")
     imp.add_argument("paths", nargs="+", type=Path, metavar="PATH",
                      help="a result_N.txt, a folder of them, or a tree <org>/results/<system>/<benchmark>/")
-    imp.add_argument("--round", dest="round_", metavar="ROUND",
-                     help="MLPerf Training rules to apply, 3.0 or 3.1 (default: from a v3.x folder in the path, else 3.1)")
+    imp.add_argument("--round", dest="round_", metavar="ROUND", help=ROUND_HELP)
     imp.add_argument("--rcp-dir", type=Path, help="reference convergence points (see `trainclock review --help`)")
 
     actions.add_parser("list", parents=[db, filters], help="the stored entries, fastest first within each benchmark")

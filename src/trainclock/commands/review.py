@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+ROUND_HELP = ("MLPerf Training rules to apply, e.g. 3.1, 4.1 or 5.1: any round from 3.0 on whose rules the installed "
+              "mlperf-logging ships (default: from a vX.Y or training_results_vX.Y folder in the path, else told "
+              "from the logs; a round that cannot be told is an error)")
+
 
 def register(sub) -> None:
     review = sub.add_parser("review", help="check and score MLPerf logs: one log, a benchmark folder or a result tree")
     review.add_argument("paths", nargs="+", type=Path, metavar="PATH",
                         help="a result_N.txt, a folder of them, or a tree <org>/results/<system>/<benchmark>/")
-    review.add_argument("--round", dest="round_", metavar="ROUND",
-                        help="MLPerf Training rules to apply, 3.0 or 3.1 (default: from a v3.x folder in the path, else 3.1)")
+    review.add_argument("--round", dest="round_", metavar="ROUND", help=ROUND_HELP)
     review.add_argument("--rcp-dir", type=Path,
                         help="reference convergence points, laid out training_<round>/rcps_<benchmark>.json "
                              "(default: those of the mlperf-logging package)")

@@ -21,7 +21,10 @@ from trainclock.results.queries import EntryRow, RunStats
 from trainclock.storage import atomic_writer
 
 WIDTH_IN, HEIGHT_IN, DPI = 8.0, 4.5, 100  # 800 x 450 pixels
-PLOT_SIZE_PX = (int(WIDTH_IN * DPI), int(HEIGHT_IN * DPI))
+PLOT_SIZE_PX = (int(WIDTH_IN * DPI), int(HEIGHT_IN * DPI))  # every plot's, but a run spread of many entries
+SPREAD_ROW_IN, SPREAD_MARGIN_IN = 0.16, 1.2  # a run spread's height per entry, and for its title and axis
+LEGEND_MAX_FAMILIES = 8  # a scaling plot names its families (two legend lines each) up to this many
+SPREAD_MAX_ENTRIES = 150  # a run spread of more would be a picture too tall to read (24 inches)
 
 
 def png_bytes(figure: Figure) -> bytes:
@@ -129,7 +132,11 @@ def scaling(rows: Sequence[EntryRow], runs: dict[int, list[RunStats]]) -> Figure
              title="time-to-train vs accelerators (efficiency vs the family's smallest; hollow: no official score)")
     _plain_log_ticks(axes)
     axes.title.set_fontsize("medium")
-    axes.legend(fontsize="small")
+    if len(families) <= LEGEND_MAX_FAMILIES:
+        axes.legend(fontsize="small")
+    else:  # a legend of every family of a whole round would leave no room for the axes
+        axes.set_title(f"{axes.get_title()}\n{len(families)} families, too many to name: filter by benchmark "
+                       "and round (trainclock serve) to see which is which", fontsize="small")
     return figure
 
 
@@ -196,14 +203,20 @@ def run_spread(rows: Sequence[EntryRow], runs: dict[int, list[RunStats]]) -> Fig
     shown = [(row, minutes) for row, minutes in shown if minutes]
     if not shown:
         return None
-    figure, (axes,) = _figure()
+    entries = len(shown)
+    shown = shown[:SPREAD_MAX_ENTRIES]
+    # one line of small text per entry: a whole round's entries need a taller picture to stay legible
+    figure, (axes,) = _figure(height_in=max(HEIGHT_IN, SPREAD_ROW_IN * len(shown) + SPREAD_MARGIN_IN))
     for y, (row, minutes) in enumerate(shown):
         axes.scatter(minutes, [y] * len(minutes), s=14, color="tab:blue", alpha=0.7)
         if row.score_minutes is not None:
             axes.scatter([row.score_minutes], [y], marker="|", s=300, color="tab:red")
     axes.set_yticks(range(len(shown)), [_text(f"{r.benchmark} v{r.round} {r.system}"[:48]) for r, _ in shown],
                     fontsize="x-small")
-    axes.set(xscale="log", title="runs (dots) around each entry's score (red bar)", xlabel="time-to-train (minutes)")
+    title = "runs (dots) around each entry's score (red bar)"
+    if entries > len(shown):
+        title += f": the first {len(shown)} of {entries} entries, in the leaderboards' order"
+    axes.set(xscale="log", title=title, xlabel="time-to-train (minutes)")
     _plain_log_ticks(axes)
     return figure
 
@@ -245,8 +258,8 @@ def efficiency(small: MeasuredPoint, large: MeasuredPoint) -> float:
     return (small.minutes / large.minutes) / (large.accelerators / small.accelerators)
 
 
-def _figure(columns: int = 1) -> tuple[Figure, list]:
-    figure = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI, layout="constrained")
+def _figure(columns: int = 1, height_in: float = HEIGHT_IN) -> tuple[Figure, list]:
+    figure = Figure(figsize=(WIDTH_IN, height_in), dpi=DPI, layout="constrained")
     axes = figure.subplots(1, columns, squeeze=False)[0]
     for a in axes:
         a.grid(True, which="both", alpha=0.3)

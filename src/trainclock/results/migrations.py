@@ -20,6 +20,7 @@ Versions:
      runs.units_per_sample, runs.metrics, entries.progress_unit, entries.metrics
   3  runs.eval_spans: each evaluation's start and stop in the timed region (from the log, where
      it is still where it was imported from, unchanged)
+  4  entries.summarizer_minutes: the score the official summarizer prints, beside trainclock's
 """
 
 from __future__ import annotations
@@ -163,5 +164,13 @@ def _v3_eval_spans(conn: Connection) -> None:
                      .bindparams(bindparam("spans", type_=JSON())), updates)
 
 
+def _v4_summarizer_score(conn: Connection) -> None:
+    """Version 3 -> 4: entries.summarizer_minutes. Where trainclock scored an entry the summarizer
+    prints the same figure; where it did not, the summarizer's is known only from a new import of
+    the entry (NULL until then, as for an entry it prints no score for)."""
+    _add_column(conn, "entries", "summarizer_minutes", Double())
+    conn.execute(text("UPDATE entries SET summarizer_minutes = score_minutes"))
+
+
 # UPGRADES[i] brings a database from version i + 1 to version i + 2; version 1 is the first schema
-UPGRADES: list[Upgrade] = [_v2_unit_neutral, _v3_eval_spans]
+UPGRADES: list[Upgrade] = [_v2_unit_neutral, _v3_eval_spans, _v4_summarizer_score]

@@ -63,7 +63,7 @@ class Entry(Base):
     __table_args__ = (UniqueConstraint("round", "org", "system", "benchmark", "division"),
                       Index("ix_entries_benchmark_round", "benchmark", "round"))
     id: Mapped[int] = mapped_column(primary_key=True)
-    round: Mapped[str] = mapped_column(String(16))  # MLPerf Training rules applied: "3.0", "3.1"
+    round: Mapped[str] = mapped_column(String(16))  # MLPerf Training rules applied: "3.0", "4.1", "5.1", ...
     org: Mapped[str]
     system: Mapped[str]
     # trainclock's workload where the logs name one (gpt3-tiny), else the MLPerf benchmark (gpt3):
@@ -77,6 +77,9 @@ class Entry(Base):
     availability: Mapped[str | None] = mapped_column(String(16))  # "cloud" or "onprem"
     status: Mapped[str | None]  # where availability came from: the system's status, else submission_status
     score_minutes: Mapped[float | None]  # the official score; None unless complete and valid
+    # the score the official result summarizer prints: trainclock's, except where trainclock withholds
+    # one (a failed RCP check without scaling.json); None where it prints none
+    summarizer_minutes: Mapped[float | None]
     verdict: Mapped[str] = mapped_column(String(16))  # "valid", "invalid", "incomplete"
     reasons: Mapped[list[str]]
     runs_required: Mapped[int | None]  # by the scoring rules of the benchmark

@@ -44,6 +44,8 @@ class EntryRow:
     passed_runs: int
     progress_unit: str | None = None  # what its runs count progress in
     metrics: list[dict] | None = None  # its quality metrics as stored (Metric.as_json rows)
+    # the score the official summarizer prints; differs from score_minutes where trainclock withholds one
+    summarizer_minutes: float | None = None
 
     @property
     def quality(self) -> tuple[Metric, ...]:
@@ -129,10 +131,12 @@ def _entry_rows() -> Select:
     has_runs = func.coalesce(runs.c.runs, 0) > 0
     score = case((has_runs, Entry.score_minutes), else_=null())
     verdict = case((has_runs, Entry.verdict), else_=literal(INCOMPLETE))
+    summarizer = case((has_runs, Entry.summarizer_minutes), else_=null())
     return (select(Entry.id, Entry.round, Entry.org, Entry.system, Entry.benchmark, Entry.mlperf_benchmark,
                    Entry.division, Entry.availability, System.accelerators, System.accelerator_model,
                    score, verdict, Entry.runs_required,
-                   func.coalesce(runs.c.runs, 0), func.coalesce(runs.c.passed, 0), Entry.progress_unit, Entry.metrics)
+                   func.coalesce(runs.c.runs, 0), func.coalesce(runs.c.passed, 0), Entry.progress_unit, Entry.metrics,
+                   summarizer)
             .outerjoin(System, Entry.system_id == System.id)
             .outerjoin(runs, runs.c.entry_id == Entry.id)
             # scored entries fastest first, then the rest

@@ -80,6 +80,7 @@ def entry_record(entry: EntryReview) -> EntryRecord:
         "availability": availability(status),
         "status": status if status is not None else _first_text(desc.get("status") if desc else None, *run_statuses),
         "score_minutes": entry.score_minutes,
+        "summarizer_minutes": entry.summarizer_score,
         "verdict": entry.verdict,
         "reasons": list(entry.reasons),
         "runs_required": entry.rule.runs if entry.rule else None,

@@ -19,6 +19,7 @@ from trainclock.results.queries import EntryRow
 from trainclock.results.quality import best_values, eval_values, shown_values
 from trainclock.results.records import CLOUD, ONPREM
 from trainclock.review.benchmarks import describe, metrics_from_json
+from trainclock.review.render import SUMMARIZER_NOTE, summarizer_column
 
 VERDICT_STYLE = {"valid": "green", "incomplete": "yellow"}
 
@@ -57,14 +58,17 @@ def print_entries(rows: Sequence[EntryRow], console: Console | None = None) -> N
         return
     table = _table("Stored results: score = official time-to-train in minutes")
     for column in ("id", "round", "org", "system", "benchmark", "div.", "where", "accelerators", "runs",
-                   "score (min)", "verdict"):
+                   "score (min)", "summarizer", "verdict"):
         _column(table, column)
     for row in rows:
         runs = f"{row.runs}/{row.runs_required}" if row.runs_required else str(row.runs)
         table.add_row(f"#{row.id}", row.round, escape(row.org or "?"), escape(row.system or "?"), escape(row.benchmark),
                       escape(row.division or "?"), WHERE.get(row.availability, "?"), _accelerators(row), runs,
-                      _minutes(row.score_minutes), _verdict(row.verdict))
+                      _minutes(row.score_minutes), summarizer_column(row.score_minutes, row.summarizer_minutes, 3),
+                      _verdict(row.verdict))
     console.print(table)
+    if any(row.summarizer_minutes != row.score_minutes for row in rows):
+        console.print(SUMMARIZER_NOTE)
 
 
 def print_entry(entry: Entry, console: Console | None = None, verbose: bool = False) -> None:
@@ -76,7 +80,9 @@ def print_entry(entry: Entry, console: Console | None = None, verbose: bool = Fa
                   f"{escape(entry.benchmark)}[/] (MLPerf Training v{escape(entry.round)} rules, {escape(entry.division or '?')} division)")
     # an entry without runs (left by an older trainclock) has nothing to back its stored score
     score, verdict = (entry.score_minutes, entry.verdict) if entry.runs else (None, "incomplete")
-    console.print(f"  score: {_minutes(score)} min, {_verdict(verdict)}; "
+    summarizer = entry.summarizer_minutes if entry.runs else None
+    console.print(f"  score: {_minutes(score)} min, {_verdict(verdict)}; the official summarizer prints "
+                  f"{'the same' if summarizer == score else _minutes(summarizer) + ' min'}; "
                   f"RCP {entry.rcp_status or 'n/a'}; availability {WHERE.get(entry.availability, '?')} "
                   f"({escape(entry.status or 'not stated')})")
     console.print(f"  accelerators: {escape(accelerators)}; logs from {escape(entry.folder)}")

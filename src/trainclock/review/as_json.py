@@ -34,6 +34,9 @@ def entry_as_json(entry: EntryReview) -> dict[str, Any]:
         "verdict": entry.verdict,
         "ok": entry.ok,
         "score_minutes": entry.score_minutes,
+        # what the official summarizer prints, beside trainclock's score: they differ where trainclock
+        # withholds a score (a reason starting "score withheld by trainclock" says why)
+        "summarizer_score_minutes": entry.summarizer_score,
         "scaling_factor": entry.scaling_factor,
         "scaling_json": None if entry.scaling_path is None else str(entry.scaling_path),
         "reasons": list(entry.reasons),

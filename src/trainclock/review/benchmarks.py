@@ -47,13 +47,20 @@ class BenchmarkFacts:
     metrics: tuple[Metric, ...]
     units_per_sample: str | None = None  # header key: progress units in one training sample
     samples_per_unit: str | None = None  # header key: training samples in one progress unit
+    # (metadata field, unit): where a later round's logs count progress in another field than `progress` describes
+    counted_by: tuple[tuple[str, str], ...] = ()
+
+    def unit_counted_by(self, field: str | None) -> str:
+        """The progress unit of a log whose evaluations carry their count in `field`."""
+        return dict(self.counted_by).get(field, self.progress) if field else self.progress
 
 
 @functools.cache
 def _table() -> dict[str, BenchmarkFacts]:
     raw = yaml.safe_load((OWN_RULES / "benchmarks.yaml").read_text())["benchmarks"]
     return {key: BenchmarkFacts(key, row["progress"], tuple(Metric(**m) for m in row["metrics"]),
-                                row.get("units_per_sample"), row.get("samples_per_unit"))
+                                row.get("units_per_sample"), row.get("samples_per_unit"),
+                                tuple((row.get("counted_by") or {}).items()))
             for key, row in raw.items()}
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from trainclock.review.energy import EnergyScore, energy_score, has_power
 from trainclock.review.json_files import accelerator_count, count_problem, scaling_file
 from trainclock.review.rcp import RcpCheck, check_convergence
 from trainclock.review.rounds import round_of
@@ -15,6 +16,8 @@ from trainclock.review.run_review import RunReview
 from trainclock.review.scoring import ScoringRule, olympic, scoring_rule
 
 VALID, INVALID, INCOMPLETE = "valid", "invalid", "incomplete"
+# how a reason starts when trainclock withholds a score the official summarizer prints (policy: _withheld_reason)
+SCORE_WITHHELD = "score withheld by trainclock"
 
 
 @dataclass(frozen=True)
@@ -47,9 +50,11 @@ class SummarizerView:
     not_converged: tuple[str, ...]  # runs that fail review, dropped as the slowest: "path:line: why"
     not_converged_allowed: int
     lines: tuple[str, ...]  # the NOTICE / ERROR lines it prints about the entry
+    energy: EnergyScore | None = None  # its Energy column, for an entry with a power/ folder
 
     def as_json(self) -> dict:
         return {"score": self.score, "olympic_mean": self.olympic_mean, "scaling_factor": self.scaling_factor,
+                "energy": None if self.energy is None else self.energy.as_json(),
                 "runs_used": list(self.used), "dropped_fastest": list(self.dropped_fastest),
                 "dropped_slowest": list(self.dropped_slowest), "not_converged": list(self.not_converged),
                 "not_converged_allowed": self.not_converged_allowed, "lines": list(self.lines)}
@@ -107,6 +112,11 @@ class EntryReview:
         return found.missing(self.benchmark) if found else f"trainclock has no rules for round {self.context.round}"
 
     @property
+    def summarizer_score(self) -> float | None:
+        """The score the official result summarizer prints for the entry (None where it prints none)."""
+        return self.summarizer.score if self.summarizer else None
+
+    @property
     def accelerators(self) -> int | None:
         return accelerator_count(self.context.system_desc)
 
@@ -131,6 +141,9 @@ def review_entry(context: EntryContext, runs: Sequence[RunReview], rcp_dir: Path
     verdict = INVALID if reasons else VALID
     failed = [r for r in runs if not r.passed]
     view = _summarizer_view(runs, rule, scaling, _entry_name(context, runs, benchmark)) if rule else None
+    if view is not None and view.score is not None and has_power(context.folder):
+        used = [run for name in view.used for run in runs if run.path.name == name]
+        view = replace(view, energy=energy_score(context.folder, used, scaling))
     if rule is None:
         verdict = INVALID
         found = round_of(context.round)
@@ -170,11 +183,7 @@ def review_entry(context: EntryContext, runs: Sequence[RunReview], rcp_dir: Path
                                   if rcp.normalization > 1.0 else ""))
             elif verdict == VALID:
                 verdict = INVALID
-                reasons.append("no scaling.json: a failed RCP check needs the review committee's ruling"
-                               + (f" (the RCP rules' normalization is {rcp.normalization:.6f})"
-                                  if rcp.normalization > 1.0 else "")
-                               + "; the summarizer would still print "
-                               + ("no score" if view is None or view.score is None else f"{view.score:.6f}"))
+                reasons.append(_withheld_reason(rcp, view))
     if rcp and rcp.status == "pass" and rcp.binding and rcp.normalization > 1.0 and scaling_path is None:
         # the summarizer prints the unscaled score, then (set-scaling mode) writes this factor into
         # scaling.json, where a later run and the published score take it from
@@ -187,6 +196,17 @@ def review_entry(context: EntryContext, runs: Sequence[RunReview], rcp_dir: Path
     score = view.score if verdict == VALID and view is not None else None
     return EntryReview(context, tuple(runs), benchmark, rule, scaling, score, verdict, tuple(reasons), rcp,
                        view, scaling_path)
+
+
+def _withheld_reason(rcp: RcpCheck, view: SummarizerView | None) -> str:
+    """trainclock's policy on a binding RCP failure without a scaling.json: the MLPerf rules leave
+    such an entry to the review committee, whose ruling is the scaling.json it commits; until then
+    trainclock scores nothing, where the summarizer (which never reads a ruling) prints its mean."""
+    normalization = (f" (the RCP rules' normalization would be {rcp.normalization:.6f})"
+                     if rcp.normalization > 1.0 else "")
+    printed = "no score either" if view is None or view.score is None else f"{view.score:.6f} regardless"
+    return (f"{SCORE_WITHHELD}: the RCP check failed and no scaling.json records the review committee's ruling"
+            f"{normalization}; the official summarizer prints {printed}")
 
 
 def _summarizer_view(runs: Sequence[RunReview], rule: ScoringRule, scaling: float, name: str) -> SummarizerView:

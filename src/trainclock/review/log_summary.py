@@ -11,7 +11,7 @@ from typing import Any
 
 from trainclock.mllog.reader import Event
 from trainclock.mllog.time_to_train import eval_spans
-from trainclock.review.progress import progress
+from trainclock.review.progress import progress, progress_field
 
 MAX_EVALS = 10_000  # real logs have tens to a few hundred evaluations
 MAX_HEADER_KEYS = 1_000
@@ -67,6 +67,7 @@ class LogSummary:
     status: str = "unfinished"  # the last run_stop's metadata status
     evals: list[EvalPoint] = field(default_factory=list)
     evals_left_out: int = 0
+    progress_field: str | None = None  # the metadata field the first evaluation counts progress in
     first_start_line: int | None = None
     last_line: int = 0
     rcp: RcpReading = field(default_factory=RcpReading)
@@ -107,6 +108,8 @@ class LogSummary:
                                   self._train_samples if success else None, steps, e.lineno,
                                   self._last.get("samples_count") if success else None, samples)
         elif e.key == "eval_accuracy":
+            if self.progress_field is None:
+                self.progress_field = progress_field(e.metadata)
             if len(self.evals) < MAX_EVALS:
                 metric = e.metadata.get("metric")
                 self.evals.append(EvalPoint(progress(e.metadata), e.value, metric if isinstance(metric, str) else None,

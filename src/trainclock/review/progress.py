@@ -12,12 +12,18 @@ _LIMIT = 2**63  # no real count comes near; past it, float arithmetic (means, ra
 
 def progress(fields: dict) -> int | float | None:
     """The first finite progress count among PROGRESS_FIELDS of a metadata dict."""
+    name = progress_field(fields)
+    return None if name is None else fields[name]
+
+
+def progress_field(fields: dict) -> str | None:
+    """Which of PROGRESS_FIELDS progress() reads in a metadata dict; None where none is a finite count."""
     for name in PROGRESS_FIELDS:
         value = fields.get(name)
         if isinstance(value, int) and not isinstance(value, bool) and abs(value) < _LIMIT:
-            return value
+            return name
         if isinstance(value, float) and math.isfinite(value):
-            return value
+            return name
     return None
 
 

@@ -15,6 +15,9 @@ from trainclock.review.entry import INCOMPLETE, VALID, EntryReview
 from trainclock.review.run_review import RunReview
 
 VERDICT_STYLE = {VALID: "green", INCOMPLETE: "yellow"}
+SUMMARIZER_NOTE = ("summarizer: the score the official result summarizer prints, \"=\" where it is trainclock's; "
+                   "trainclock withholds the score of an entry whose RCP check failed without a scaling.json "
+                   "(the review committee's ruling), which the summarizer prints all the same")
 FINDINGS_SHOWN = 4  # per run, unless verbose: a broken log can fail the same rule thousands of times
 
 
@@ -27,8 +30,8 @@ def print_review(entries: Sequence[EntryReview], console: Console | None = None,
     console = table_console(console)
     table = Table(title="MLPerf review: time-to-train in minutes (run_stop - run_start)", box=box.SIMPLE_HEAD,
                   padding=0, show_edge=False)
-    for column in ("round", "org", "system", "benchmark", "accel.", "runs", "per run", "score", "scaling", "RCP",
-                   "verdict"):
+    for column in ("round", "org", "system", "benchmark", "accel.", "runs", "per run", "score", "summarizer",
+                   "scaling", "RCP", "verdict"):
         names = column in ("org", "system", "benchmark")
         # a narrow terminal folds the names onto more lines and never cuts a number or verdict short
         table.add_column(column, justify="left" if names or column in ("RCP", "verdict") else "right",
@@ -36,6 +39,8 @@ def print_review(entries: Sequence[EntryReview], console: Console | None = None,
     for entry in entries:
         table.add_row(*_row(entry))
     console.print(table)
+    if any(e.summarizer_score != e.score_minutes for e in entries):
+        console.print(SUMMARIZER_NOTE)
     if any(e.context.round_source == "default" for e in entries):
         console.print("* round assumed from the logs (their benchmark and run_start date): no vX.Y folder in "
                       "the path; choose one with --round")
@@ -56,10 +61,19 @@ def _row(entry: EntryReview) -> list[str]:
         runs,
         "\n".join(_minutes(run) for run in entry.runs),
         "—" if entry.score_minutes is None else f"{entry.score_minutes:.6f}",
+        summarizer_column(entry.score_minutes, entry.summarizer_score, decimals=6),
         "—" if entry.scaling_path is None else f"{entry.scaling_factor:.6g}",
         _rcp(entry),
         f"[{VERDICT_STYLE.get(entry.verdict, 'red')}]{entry.verdict}[/]",
     ]
+
+
+def summarizer_column(score: float | None, summarizer: float | None, decimals: int) -> str:
+    """The official summarizer's score beside trainclock's: "=" where they are the same, its figure
+    (or "—" for none) where trainclock's differs, e.g. a score withheld on a failed RCP check."""
+    if summarizer == score:
+        return "="
+    return "—" if summarizer is None else f"[yellow]{summarizer:.{decimals}f}[/]"
 
 
 def _rcp(entry: EntryReview) -> str:
@@ -120,6 +134,10 @@ def summarizer_lines(entry: EntryReview) -> list[str]:
         lines.append("  dropped " + "; ".join(dropped))
     # which runs, with file:line, is in the entry's reasons printed below
     lines.append(f"  not converged: {len(view.not_converged)} ({view.not_converged_allowed} allowed)")
+    if view.energy is not None:
+        energy = view.energy
+        lines.append(f"  energy: not computed: {energy.problem}" if energy.joules is None else
+                     f"  energy: {energy.joules:,.1f} J, mean of the {energy.runs} runs averaged")
     rcp = entry.rcp
     if rcp is not None and rcp.official is not None:
         lines.append(f"  RCP: {rcp.official} ({rcp.official_message})"

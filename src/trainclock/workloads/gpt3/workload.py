@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from trainclock.datasets import shakespeare
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
 from trainclock.distributed.parallelize import Materialize, builds_on_meta
@@ -23,7 +24,7 @@ from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress,
 from trainclock.workloads.batch_plan import with_batch_settings
 from trainclock.workloads.gpt3.data.batches import train_batch, validation_set
 from trainclock.workloads.gpt3.data.prepare import prepare
-from trainclock.workloads.gpt3.data.sources import fetch_shakespeare, parse_source
+from trainclock.workloads.gpt3.data.sources import parse_source
 from trainclock.workloads.gpt3.fp8 import RECIPE as FP8_RECIPE
 from trainclock.workloads.gpt3.fp8 import check as check_fp8
 from trainclock.workloads.gpt3.model import GPT, init_built_on_meta
@@ -83,7 +84,7 @@ class GPT3Workload:
         return model.forward_stages(x) if isinstance(model, PipelinedGPT) else model(x, y)
 
     def fetch_data(self) -> str:
-        return f"default corpus of the CPU members in {fetch_shakespeare()}"
+        return f"default corpus of the CPU members in {shakespeare.fetch()}"
 
     def prepare_data(self, member: str, data: str | None, force: bool = False) -> str:
         spec = get_member(member)

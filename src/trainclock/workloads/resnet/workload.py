@@ -26,7 +26,7 @@ from trainclock.workloads.batch_plan import with_batch_settings
 from trainclock.workloads.resnet.data.device_decode import DeviceDecoder
 from trainclock.workloads.resnet.data.folder import ImageFolder, scan
 from trainclock.workloads.resnet.data.loader import EvalLoader, StepLoader, check_workers
-from trainclock.workloads.fashion_mnist import CLASSES
+from trainclock.datasets.fashion_mnist import CLASSES
 from trainclock.workloads.resnet.data.prepare import prepare
 from trainclock.workloads.resnet.data.sample import write_imagenet, write_tier
 from trainclock.workloads.resnet.data.transforms import normalize

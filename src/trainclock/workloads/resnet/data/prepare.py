@@ -14,7 +14,7 @@ from PIL import Image
 
 from trainclock.errors import DataError
 from trainclock.storage import data_home, discard_folder, staged_folder
-from trainclock.workloads.fashion_mnist import CLASSES, load_split, source_folder
+from trainclock.datasets.fashion_mnist import CLASSES, load_split, source_folder
 
 FORMAT_VERSION = 1
 JPEG_QUALITY = 90

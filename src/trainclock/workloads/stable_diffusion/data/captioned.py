@@ -8,7 +8,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from trainclock.workloads.fashion_mnist import CLASSES, load_split
+from trainclock.datasets.fashion_mnist import CLASSES, load_split
 
 SIDE = 32  # canvas side (pixels)
 ITEM = SIDE // 2  # the item's side once downscaled from 28: it fills its quadrant

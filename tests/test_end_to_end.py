@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from trainclock.mllog.reader import read_events
-from trainclock.workloads import registry
+from trainclock.workload import registry
 from trainclock.workloads.gpt3.spec import get_member
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from trainclock.distributed.parallelize import ModelParallelism, to_gpu_memory_format
-from trainclock.workloads import registry
+from trainclock.workload import registry
 
 
 def test_a_cpu_model_keeps_its_layout():

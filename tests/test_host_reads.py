@@ -20,8 +20,8 @@ from trainclock.train.loop import train
 from trainclock.train.options import TrainOptions
 from trainclock.train.progress import TrainProgress
 from trainclock.train.step import autocast_context, train_step, warm_up
-from trainclock.workloads import registry
-from trainclock.workloads.base import EvalShard, EvalSchedule, RunSettings
+from trainclock.workload import registry
+from trainclock.workload.base import EvalShard, EvalSchedule, RunSettings
 from tests.host_reads import HostReads
 
 CPU = torch.device("cpu")

@@ -18,6 +18,8 @@ FORBIDDEN = {
     "device": {"train", "workloads", "review", "results", "report", "planner", "commands", "distributed"},
     "optim": {"train", "workloads", "review", "results", "report", "planner", "commands"},
     "distributed": {"train", "workloads", "review", "results", "report", "planner", "commands"},
+    "workload": {"workloads", "train", "review", "results", "report", "planner", "commands", "sweep"},
+    "datasets": {"workload", "workloads", "train", "review", "results", "report", "planner", "commands", "sweep"},
     "workloads": {"train", "review", "results", "report", "commands", "sweep"},
     "train": {"review", "results", "report", "planner", "commands", "sweep"},
     "review": {"train", "workloads", "results", "report", "planner", "commands", "distributed"},
@@ -63,6 +65,14 @@ def test_a_benchmark_is_imported_only_from_its_own_folder():
                 if (name == prefix or name.startswith(prefix + ".")) and not module.startswith(prefix):
                     offenders.append(f"{module} imports {name}")
     assert not offenders, "only workloads/<name>/ may import its benchmark:\n" + "\n".join(offenders)
+
+
+def test_the_benchmarks_package_holds_benchmark_folders_only():
+    """A folder under workloads/ is a benchmark: the generic interface lives in workload/, data
+    several benchmarks share in datasets/."""
+    loose = sorted(p.name for p in (SRC / "workloads").iterdir()
+                   if p.name not in {"__init__.py", "__pycache__"} and not (p / "__init__.py").exists())
+    assert not loose, f"workloads/ holds more than benchmark folders: {loose}"
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))

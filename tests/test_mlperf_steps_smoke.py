@@ -18,8 +18,8 @@ import torch
 
 from tests.workloads.helpers import ROOT, environment
 from trainclock.distributed.layout import Layout
-from trainclock.workloads import registry
-from trainclock.workloads.base import RunSettings
+from trainclock.workload import registry
+from trainclock.workload.base import RunSettings
 
 SCRIPT = ROOT / "benchmarks" / "mlperf_steps_gpu.py"
 H100_BYTES = 80 * 10**9

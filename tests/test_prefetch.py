@@ -12,7 +12,7 @@ import torch
 
 from trainclock.errors import DataError
 from trainclock.train.prefetch import BatchPrefetch, default_depth
-from trainclock.workloads.batches import TreeBatch
+from trainclock.workload.batches import TreeBatch
 
 
 class Maker:

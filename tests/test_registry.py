@@ -10,7 +10,7 @@ import sys
 PROBE = """
 import sys
 sys.modules["diffusers"] = None  # as if diffusers were not installed: importing it raises ModuleNotFoundError
-from trainclock.workloads import registry
+from trainclock.workload import registry
 print(sorted(w.key for w in registry.workloads()))
 print(registry.unavailable())
 """
@@ -36,6 +36,6 @@ def test_asking_for_the_left_out_benchmark_says_what_it_needs():
 
 def test_a_users_module_with_a_missing_dependency_is_still_an_error(tmp_path):
     (tmp_path / "my_bench.py").write_text("import not_a_real_package_xyz\n")
-    out = probe("from trainclock.workloads import registry\nregistry.workloads()\n",
+    out = probe("from trainclock.workload import registry\nregistry.workloads()\n",
                 TRAINCLOCK_WORKLOADS="my_bench", PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     assert out.returncode != 0 and "cannot import workload module 'my_bench'" in out.stderr

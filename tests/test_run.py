@@ -15,7 +15,7 @@ from trainclock.mllog.time_to_train import time_to_train_ms
 from trainclock.distributed.context import single_process
 from trainclock.train.options import TrainOptions
 from trainclock.train.run import RunRequest, log_header
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.gpt3 import WORKLOAD
 from trainclock.workloads.gpt3.workload import gpt3_job
 from trainclock.workloads.gpt3.spec import get_member

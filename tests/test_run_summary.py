@@ -9,7 +9,7 @@ from rich.console import Console
 from trainclock.train.loop import TrainOutcome
 from trainclock.train.run import RunResult
 from trainclock.train.summary import print_run_summary
-from trainclock.workloads.base import QualityTarget
+from trainclock.workload.base import QualityTarget
 
 FID = QualityTarget(metric="FID", threshold=2432.1, direction="lower")
 CLIP = QualityTarget(metric="CLIP", threshold=0.229, direction="higher")

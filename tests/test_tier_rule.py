@@ -1,4 +1,4 @@
-"""The tier rule (trainclock.workloads.tier_rule) on made-up reference curves whose answer is
+"""The tier rule (trainclock.workload.tier_rule) on made-up reference curves whose answer is
 known: a clean tier passes every point, and each way of failing fails its own point."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from trainclock.workloads.base import QualityTarget
-from trainclock.workloads.tier_rule import crossing, curves, judge, noise
+from trainclock.workload.base import QualityTarget
+from trainclock.workload.tier_rule import crossing, curves, judge, noise
 
 ACCURACY = QualityTarget("accuracy", 0.8, "higher")
 

@@ -16,7 +16,7 @@ from torch.distributed.tensor import DTensor
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.env import current
 from trainclock.distributed.layout import Layout
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.gpt3.pipeline import PipelinedGPT
 from trainclock.workloads.gpt3.workload import GPT3Workload, build_model
 

@@ -246,7 +246,7 @@ def test_the_summary_of_a_diverged_run_reports_no_quality():
     from trainclock.train.loop import TrainOutcome
     from trainclock.train.run import RunResult
     from trainclock.train.summary import print_run_summary
-    from trainclock.workloads.base import QualityTarget
+    from trainclock.workload.base import QualityTarget
 
     target = QualityTarget(metric="log_perplexity", threshold=4.9, direction="lower")
     for evals_, final_loss, diverged in (([], math.nan, True), ([(64, {"log_perplexity": 5.2})], math.nan, True),

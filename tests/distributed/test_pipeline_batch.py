@@ -5,7 +5,7 @@ import pytest
 from trainclock.distributed.layout import Layout
 from trainclock.errors import UsageError
 from trainclock.distributed.pipeline import check_microbatches, pipeline_micro_batch
-from trainclock.workloads.batch_plan import micro_batch
+from trainclock.workload.batch_plan import micro_batch
 
 
 @pytest.mark.parametrize("per_rank, pp, schedule, micro", [

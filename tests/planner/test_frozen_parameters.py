@@ -11,7 +11,7 @@ import pytest
 
 from trainclock.planner.memory import memory_per_accelerator, trained_share
 from trainclock.planner.step_time import Efficiency, optimizer_seconds, step_time
-from trainclock.workloads.cost import SampleFlops, WorkloadCost
+from trainclock.workload.cost_model import SampleFlops, WorkloadCost
 
 from .helpers import accelerator, plan
 

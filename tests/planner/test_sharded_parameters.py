@@ -12,7 +12,7 @@ import pytest
 from trainclock.planner.memory import memory_per_accelerator
 from trainclock.planner.search import search
 from trainclock.planner.step_time import Efficiency, micro_batch_times, optimizer_seconds, step_time
-from trainclock.workloads.cost import SampleFlops, WorkloadCost
+from trainclock.workload.cost_model import SampleFlops, WorkloadCost
 
 from .helpers import accelerator, plan
 

@@ -6,7 +6,7 @@ from trainclock.planner import collectives as comm
 from trainclock.planner.predict import predict
 from trainclock.planner.step_time import Efficiency, eval_seconds, micro_batch_times, optimizer_seconds, step_time
 from trainclock.planner.workload import cost_model
-from trainclock.workloads.cost import WorkloadCost
+from trainclock.workload.cost_model import WorkloadCost
 
 from .helpers import accelerator, plan
 

@@ -12,7 +12,7 @@ from trainclock.planner.memory import memory_per_accelerator
 from trainclock.planner.plan import Plan
 from trainclock.planner.step_time import Efficiency
 from trainclock.planner.validity import layout_problems
-from trainclock.workloads.cost import ConvergencePoints, SampleFlops, WorkloadCost
+from trainclock.workload.cost_model import ConvergencePoints, SampleFlops, WorkloadCost
 
 from .helpers import accelerator, plan
 
@@ -80,7 +80,7 @@ def test_the_default_convergence_reads_mlperfs_rcps(mlperf_dir):
 
 
 def test_rcps_are_read_in_the_units_their_round_counts(tmp_path):
-    from trainclock.workloads.cost import rcp_convergence
+    from trainclock.workload.cost_model import rcp_convergence
 
     # 3.1's tables count epochs; the later rounds' tables of sample-counting benchmarks count samples
     epochs = rcp_convergence(tmp_path, "bert", "3.1")

@@ -83,7 +83,7 @@ def test_a_trainclock_run_is_reviewed_under_the_round_its_log_names(trainclock_t
 
 def test_every_benchmark_follows_a_round_the_review_has_rules_for():
     from trainclock.review.rounds import all_rounds
-    from trainclock.workloads import registry
+    from trainclock.workload import registry
 
     for workload in registry.workloads():
         assert workload.mlperf_round in all_rounds(), workload.key

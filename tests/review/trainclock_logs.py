@@ -14,7 +14,7 @@ from trainclock.mllog import RunLog
 from trainclock.device import system
 from trainclock.train.options import TrainOptions
 from trainclock.train.run import RunRequest, log_header
-from trainclock.workloads.base import RunSettings, TrainJob
+from trainclock.workload.base import RunSettings, TrainJob
 from trainclock.workloads.gpt3 import WORKLOAD as GPT3
 from trainclock.workloads.gpt3.workload import gpt3_job
 from trainclock.workloads.gpt3.spec import get_member

@@ -11,8 +11,8 @@ import torch
 from tests.workloads.helpers import prepare_data
 from trainclock.distributed.context import single_process
 from trainclock.distributed.layout import Layout
-from trainclock.workloads import registry
-from trainclock.workloads.base import RunSettings
+from trainclock.workload import registry
+from trainclock.workload.base import RunSettings
 
 CPU = torch.device("cpu")
 TIERS = sorted(m.name for w in registry.workloads() for m in w.members() if m.name.endswith("-tiny"))

@@ -16,7 +16,7 @@ def register(sub) -> None:
 
 
 def fetch(args) -> int:
-    from trainclock.workloads import registry
+    from trainclock.workload import registry
 
     for workload in registry.workloads():
         done = workload.fetch_data()
@@ -26,7 +26,7 @@ def fetch(args) -> int:
 
 
 def prepare(args) -> int:
-    from trainclock.workloads import registry
+    from trainclock.workload import registry
 
     workload, member = registry.find(args.benchmark)
     print(f"trainclock: {workload.prepare_data(member, args.data, force=args.force)}")

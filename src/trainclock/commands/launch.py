@@ -124,7 +124,7 @@ _OWNED = {
 
 
 def main(args) -> int:
-    from trainclock.workloads import registry
+    from trainclock.workload import registry
 
     registry.find(args.benchmark)  # an unknown name fails here, not on the cluster
     checks.at_most("--nodes", args.nodes, checks.MAX_NODES)  # the lower bounds: distributed.slurm/k8s check_shape

@@ -11,7 +11,7 @@ def register(sub) -> None:
 
 def main(args) -> int:
     from trainclock.report.summary import print_members
-    from trainclock.workloads import registry
+    from trainclock.workload import registry
 
     if args.names:
         for workload in registry.workloads():

@@ -86,7 +86,7 @@ def extend(parser, argv: list[str]) -> None:
     """Add the named benchmark's own flags (e.g. a start checkpoint) to `run`'s parser; an
     unknown name is left for main() to report."""
     from trainclock.errors import TrainclockError
-    from trainclock.workloads import registry
+    from trainclock.workload import registry
 
     name = next((a for a in argv if not a.startswith("-")), None)
     if name is None:
@@ -150,7 +150,7 @@ def check_names(args) -> None:
 def _main(args) -> int:
     from trainclock.distributed import env as dist_env
     from trainclock.distributed.layout import Layout
-    from trainclock.workloads import registry
+    from trainclock.workload import registry
 
     workload, member = registry.find(args.benchmark)
     for flag in ("max_minutes", "max_samples", "checkpoint_every", "nproc", "nnodes", "micro_batch"):
@@ -276,7 +276,7 @@ def _check_store(db: str | None) -> None:
 
 
 def _settings(args):
-    from trainclock.workloads.base import RunSettings
+    from trainclock.workload.base import RunSettings
 
     return RunSettings(data=args.data, global_batch_size=args.gbs, micro_batch_size=args.micro_batch,
                        compile=bool(args.compile), activation_checkpointing=bool(args.activation_checkpointing),
@@ -372,7 +372,7 @@ def _run_once(args, workload, spec, settings, layout, device, seed: int | None, 
                          layout=layout, org=args.org, status=args.status, system_name=args.system,
                          progress=not args.no_progress, resume=args.resume)
     if env.is_main:
-        from trainclock.workloads import registry
+        from trainclock.workload import registry
 
         targets = "; ".join(t.describe() for t in registry.member(spec.name)[1].quality)
         print(f"trainclock: {spec.name} on {device}{f' x {env.world_size} processes ({layout.describe()})' if env.world_size > 1 else ''}, "

@@ -44,7 +44,7 @@ def register(sub) -> None:
 
 def main(args) -> int:
     from trainclock import sweep
-    from trainclock.workloads import registry
+    from trainclock.workload import registry
 
     _, member = registry.member(args.benchmark)  # an unknown name fails here, before any run
     check_run_args(args.benchmark, args.run_args, _OWNED)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from trainclock.errors import UsageError
 from trainclock.planner.own_runs import OwnRun
 from trainclock.results.queries import FinishedRun
-from trainclock.workloads import registry
+from trainclock.workload import registry
 
 PRECISIONS = ("bf16", "fp32")
 _LAYOUT_DEGREE = re.compile(r"\b(?:dp|tp|pp)=(\d+)")

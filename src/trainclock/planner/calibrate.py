@@ -34,7 +34,7 @@ from trainclock.planner.plan import Plan, complete, parse_layout
 from trainclock.planner.predict import Prediction, predict
 from trainclock.planner.step_time import Efficiency, eval_seconds, step_time
 from trainclock.planner.workload import cost_model
-from trainclock.workloads.cost import WorkloadCost
+from trainclock.workload.cost_model import WorkloadCost
 
 CPU_STACK = f"{THIS_CPU}/trainclock"
 CPU_LAYOUT = {"recompute": "none", "zero": 0, "overlap": False}  # precision: what `trainclock run` would choose here

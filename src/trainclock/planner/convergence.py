@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from trainclock.errors import UsageError
-from trainclock.workloads.cost import WorkloadCost
+from trainclock.workload.cost_model import WorkloadCost
 
 
 @dataclass(frozen=True)

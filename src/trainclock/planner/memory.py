@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from trainclock.planner.hardware import Accelerator
 from trainclock.planner.plan import Plan
-from trainclock.workloads.cost import WorkloadCost
+from trainclock.workload.cost_model import WorkloadCost
 
 # Kept free for the runtime: driver context, allocator fragmentation, communication buffers.
 RUNTIME_RESERVE = 0.10

@@ -32,7 +32,7 @@ from trainclock.planner.hardware import Accelerator
 from trainclock.planner.plan import Plan
 from trainclock.planner.predict import Prediction, predict
 from trainclock.planner.step_time import Efficiency, eval_seconds, step_time
-from trainclock.workloads.cost import WorkloadCost
+from trainclock.workload.cost_model import WorkloadCost
 
 EFFICIENCY_RANGE = (1e-5, 1.0)
 PARTS = ("training", "evaluations", "rest", "total")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from trainclock.distributed.layout import Layout
 from trainclock.errors import UsageError
 from trainclock.planner.hardware import PRECISIONS
-from trainclock.workloads.cost import RECOMPUTE
+from trainclock.workload.cost_model import RECOMPUTE
 
 LAYOUT_FIELDS = ("tp", "pp", "dp", "vp")  # --layout keys that set the Layout itself
 # --layout keys and the fields they set (of the Layout, or of the Plan)

@@ -21,7 +21,7 @@ from trainclock.planner.published_layouts import PublishedLayout, published_layo
 from trainclock.planner.step_time import Efficiency
 from trainclock.planner.validity import layout_problems, require_valid
 from trainclock.planner.workload import cost_model
-from trainclock.workloads.cost import WorkloadCost
+from trainclock.workload.cost_model import WorkloadCost
 
 # How a plan's layout was chosen: by the search (its result), as a submission ran it, or given (None).
 LayoutChoice = search.SearchResult | PublishedLayout | None

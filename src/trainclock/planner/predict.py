@@ -12,7 +12,7 @@ from trainclock.planner.memory import MemoryBreakdown, memory_per_accelerator
 from trainclock.planner.plan import Plan
 from trainclock.planner.step_time import Efficiency, StepBreakdown, eval_seconds, step_time
 from trainclock.planner.validity import require_valid
-from trainclock.workloads.cost import WorkloadCost
+from trainclock.workload.cost_model import WorkloadCost
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from trainclock.planner.plan import Plan
 from trainclock.planner.predict import Prediction, predict
 from trainclock.planner.step_time import Efficiency
 from trainclock.planner.validity import layout_problems
-from trainclock.workloads.cost import WorkloadCost
+from trainclock.workload.cost_model import WorkloadCost
 
 MICRO_BATCHES = (1, 2, 4, 8)  # the default of cost.micro_batch_choices
 

@@ -23,7 +23,7 @@ from trainclock.planner import collectives as comm
 from trainclock.planner.hardware import Accelerator
 from trainclock.planner.memory import trained_share
 from trainclock.planner.plan import Plan
-from trainclock.workloads.cost import WorkloadCost
+from trainclock.workload.cost_model import WorkloadCost
 
 
 @dataclass(frozen=True)

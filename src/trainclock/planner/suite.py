@@ -41,8 +41,8 @@ from trainclock.planner.predict import Prediction, predict
 from trainclock.planner.published_layouts import published_layout
 from trainclock.planner.step_time import Efficiency, eval_seconds
 from trainclock.planner.workload import cost_model
-from trainclock.workloads import registry
-from trainclock.workloads.cost import WorkloadCost
+from trainclock.workload import registry
+from trainclock.workload.cost_model import WorkloadCost
 
 ENV_VAR = "TRAINCLOCK_MLPERF_SUITE"
 SCORES_CSV = "published_v3.1_scores.csv"

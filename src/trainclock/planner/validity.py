@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from trainclock.errors import UsageError
 from trainclock.planner.plan import Plan
-from trainclock.workloads.cost import WorkloadCost
+from trainclock.workload.cost_model import WorkloadCost
 
 
 def layout_problems(plan: Plan, cost: WorkloadCost, count: int, global_batch_size: int) -> list[str]:

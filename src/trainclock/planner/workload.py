@@ -4,8 +4,8 @@ member name ("gpt3-175b") or an MLPerf benchmark key ("gpt3": its full-size memb
 from __future__ import annotations
 
 from trainclock.errors import UsageError
-from trainclock.workloads import registry
-from trainclock.workloads.cost import WorkloadCost
+from trainclock.workload import registry
+from trainclock.workload.cost_model import WorkloadCost
 
 
 def cost_model(name: str) -> WorkloadCost:

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trainclock.console import table_console
-from trainclock.workloads.base import Member
+from trainclock.workload.base import Member
 
 
 def print_members(benchmarks: Sequence[tuple[str, str, Sequence[Member]]], console: Console | None = None) -> None:

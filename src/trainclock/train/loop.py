@@ -23,7 +23,7 @@ from trainclock.train.profile import BATCH, EVALUATION, LOGGING, LOSS_SYNC, Prof
 from trainclock.train.progress import TrainProgress
 from trainclock.train.scoring import BackgroundScoring, EvalPoint
 from trainclock.train.step import NO_PROFILER, autocast_context, evaluate, local_micro_batch, predictions, train_step
-from trainclock.workloads.base import TrainJob
+from trainclock.workload.base import TrainJob
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from trainclock.workloads.batches import TreeBatch
+from trainclock.workload.batches import TreeBatch
 
 
 def default_depth(device: torch.device, cpu_steps: int = 0) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from trainclock.workloads.base import QualityTarget
+from trainclock.workload.base import QualityTarget
 
 # short unit names for a narrow bar
 _SHORT = {"tokens": "tok", "samples": "samples", "images": "img"}

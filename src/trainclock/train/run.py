@@ -41,7 +41,7 @@ from trainclock.train.loop import LoopState, TrainOutcome, train
 from trainclock.train.options import TrainOptions
 from trainclock.train.progress import TrainProgress
 from trainclock.train.step import local_micro_batch, warm_up
-from trainclock.workloads.base import QualityTarget, RunSettings, RunSpec, TrainJob, Workload
+from trainclock.workload.base import QualityTarget, RunSettings, RunSpec, TrainJob, Workload
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from trainclock.distributed.context import ParallelContext
 from trainclock.errors import TrainclockError
-from trainclock.workloads.base import EvalShard
+from trainclock.workload.base import EvalShard
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from trainclock.distributed.grads import clip_grads_with_norm, grad_norm
 from trainclock.distributed.pipeline import PipelineModel
 from trainclock.train.options import TrainOptions
 from trainclock.train.profile import FORWARD_BACKWARD, OPTIMIZER, NoProfiler
-from trainclock.workloads.base import EvalShard, TrainJob
+from trainclock.workload.base import EvalShard, TrainJob
 
 NO_PROFILER = NoProfiler()
 

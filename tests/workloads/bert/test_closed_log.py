@@ -15,7 +15,7 @@ from trainclock.errors import UsageError
 from trainclock.mllog.reader import read_events
 from trainclock.train.options import TrainOptions
 from trainclock.train.run import RunRequest, execute
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.bert import WORKLOAD
 from trainclock.workloads.bert.data.instances import make_instances
 from trainclock.workloads.bert.model import build_model

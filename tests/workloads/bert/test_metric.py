@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import BertForPreTraining
 
-from trainclock.workloads.base import EvalShard
+from trainclock.workload.base import EvalShard
 from trainclock.workloads.bert.data.batches import as_tensors
 from trainclock.workloads.bert.data.instances import make_instances
 from trainclock.workloads.bert.metric import METRIC, mlm_sums, score

@@ -18,8 +18,8 @@ from trainclock.distributed.context import single_process
 from trainclock.distributed.layout import Layout
 from trainclock.errors import UsageError
 from trainclock.train.step import train_step
-from trainclock.workloads.base import RunSettings
-from trainclock.workloads.batches import TreeBatch
+from trainclock.workload.base import RunSettings
+from trainclock.workload.batches import TreeBatch
 from trainclock.workloads.bert import WORKLOAD
 from trainclock.workloads.bert.data.batches import (PackedBatches, PackedStep, as_tensors, model_inputs,
                                                     packed_train_batch, train_batch)
@@ -225,7 +225,7 @@ def test_a_packed_runs_flops_count_the_rows_it_computes(tmp_path, monkeypatch):
     """MFU of a packed run: a sequence costs its share of a 512-token row, not a whole row."""
     from trainclock.distributed.context import single_process
     from trainclock.distributed.layout import Layout
-    from trainclock.workloads.base import RunSettings
+    from trainclock.workload.base import RunSettings
     from trainclock.workloads.bert import WORKLOAD
 
     monkeypatch.delenv("TRAINCLOCK_BERT_INIT_CHECKPOINT", raising=False)

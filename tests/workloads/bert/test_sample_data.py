@@ -10,7 +10,7 @@ import torch
 
 from trainclock.distributed.context import single_process
 from trainclock.distributed.layout import Layout
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.bert import WORKLOAD
 from trainclock.workloads.bert.data import hdf5
 from trainclock.workloads.bert.data.official import load_folder

@@ -18,7 +18,7 @@ from trainclock.errors import UsageError
 from trainclock.mllog.reader import read_events
 from trainclock.train.options import TrainOptions
 from trainclock.train.run import RunRequest, execute
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.detection import WORKLOADS
 from trainclock.workloads.detection.model import parameter_count
 from trainclock.workloads.detection.spec import get_member

@@ -1,4 +1,4 @@
-"""Detection images decoded on the device (workloads/image_decode.py through data/loader.py), run
+"""Detection images decoded on the device (datasets/image_decode.py through data/loader.py), run
 here on the CPU through the same decode_jpeg call: the same images as the PIL path (both are
 libjpeg-turbo: measured identical; held to 1/255, nvJPEG on CUDA is not held to it) and the same
 targets, flips included, for both full sizes' JPEGs and a tier's PNGs, in training and evaluation;
@@ -15,12 +15,12 @@ import torch
 from trainclock.distributed.context import single_process
 from trainclock.distributed.layout import Layout
 from trainclock.errors import DataError
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.detection import WORKLOADS
 from trainclock.workloads.detection.data.loader import EvalBatches, TrainBatches
 from trainclock.workloads.detection.spec import get_member
 from trainclock.workloads.detection.workload import load_splits
-from trainclock.workloads.image_decode import DeviceJpegDecoder
+from trainclock.datasets.image_decode import DeviceJpegDecoder
 
 SSD, MASKRCNN = WORKLOADS
 CPU = torch.device("cpu")

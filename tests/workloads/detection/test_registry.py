@@ -3,7 +3,7 @@ while WORKLOAD keeps working for the others."""
 
 from __future__ import annotations
 
-from trainclock.workloads import registry
+from trainclock.workload import registry
 
 
 def test_a_package_exposing_workloads_registers_each():

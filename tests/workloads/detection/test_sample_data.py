@@ -14,7 +14,7 @@ from PIL import Image
 
 from trainclock.distributed.context import single_process
 from trainclock.distributed.layout import Layout
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.detection import WORKLOADS
 
 SSD, MASKRCNN = WORKLOADS

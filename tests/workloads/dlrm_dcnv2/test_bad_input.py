@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from tests.workloads.dlrm_dcnv2.files import write_days
 from trainclock.distributed.context import single_process
 from trainclock.errors import DataError
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.dlrm_dcnv2.data import criteo
 from trainclock.workloads.dlrm_dcnv2.data.criteo import day_paths, read_day
 from trainclock.workloads.dlrm_dcnv2.data.dataset import open_days

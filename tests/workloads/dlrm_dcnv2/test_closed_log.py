@@ -16,7 +16,7 @@ from tests.workloads.dlrm_dcnv2.files import write_days
 from trainclock.mllog.reader import read_events
 from trainclock.train.options import TrainOptions
 from trainclock.train.run import RunRequest, execute
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.dlrm_dcnv2 import WORKLOAD
 from trainclock.workloads.dlrm_dcnv2.model import build_model
 from trainclock.workloads.dlrm_dcnv2.spec import CRITEO_MULTI_HOT, CRITEO_ROWS, get_member

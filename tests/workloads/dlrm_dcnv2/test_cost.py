@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from trainclock.workloads.cost import WorkloadCost
+from trainclock.workload.cost_model import WorkloadCost
 from trainclock.workloads.dlrm_dcnv2 import WORKLOAD
 from trainclock.workloads.dlrm_dcnv2.spec import get_member, target_evidence
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tests.workloads.dlrm_dcnv2.files import write_days
-from trainclock.workloads.base import EvalShard
+from trainclock.workload.base import EvalShard
 from trainclock.workloads.dlrm_dcnv2.data.clicks import best_auc
 from trainclock.workloads.dlrm_dcnv2.data.dataset import open_days
 from trainclock.workloads.dlrm_dcnv2.metric import predictions, score

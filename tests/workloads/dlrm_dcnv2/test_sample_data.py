@@ -9,7 +9,7 @@ import torch
 
 from trainclock.distributed.context import single_process
 from trainclock.distributed.layout import Layout
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.dlrm_dcnv2 import WORKLOAD
 from trainclock.workloads.dlrm_dcnv2.data.criteo import day_paths
 from trainclock.workloads.dlrm_dcnv2.data.sample import EVAL_DAY_ROWS

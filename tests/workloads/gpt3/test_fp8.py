@@ -21,7 +21,7 @@ from tests.workloads.helpers import ROOT, environment
 from trainclock.distributed.context import single_process
 from trainclock.distributed.layout import Layout
 from trainclock.errors import UsageError
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.gpt3 import fp8
 from trainclock.workloads.gpt3 import workload as gpt3_workload
 from trainclock.workloads.gpt3.model import GPT, GPTShape

@@ -13,7 +13,7 @@ import torch
 
 from trainclock.distributed.context import single_process
 from trainclock.distributed.layout import Layout
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.gpt3 import WORKLOAD, spec as gpt3_spec
 from trainclock.workloads.gpt3.data.sources import parse_source
 

@@ -18,7 +18,7 @@ from trainclock.errors import UsageError
 from trainclock.mllog.reader import read_events
 from trainclock.train.options import TrainOptions
 from trainclock.train.run import RunRequest, execute
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.llama2_70b_lora.checkpoint import save_base_weights
 from trainclock.workloads.llama2_70b_lora.data import scrolls
 from trainclock.workloads.llama2_70b_lora.model import IGNORE, Llama, LlamaShape

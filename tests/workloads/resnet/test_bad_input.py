@@ -20,7 +20,7 @@ from PIL import Image
 from tests.workloads.resnet.trees import write_tree
 from trainclock.distributed.layout import Layout
 from trainclock.errors import DataError, UsageError
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.resnet import WORKLOAD
 from trainclock.workloads.resnet.data.device_decode import DeviceDecoder, eval_sample, train_sample
 from trainclock.workloads.resnet.data.folder import scan

@@ -17,7 +17,7 @@ from trainclock.errors import UsageError
 from trainclock.mllog.reader import read_events
 from trainclock.train.options import TrainOptions
 from trainclock.train.run import RunRequest, execute
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.resnet import WORKLOAD
 from trainclock.workloads.resnet.data.transforms import ImageTransforms
 from trainclock.workloads.resnet.model import RESNET50, ResNetShape, build_model, train_flops_per_image

@@ -18,7 +18,7 @@ from tests.workloads.helpers import losses, trainclock
 from tests.workloads.resnet.trees import truncate, write_tree
 from trainclock.distributed.layout import Layout
 from trainclock.errors import DataError
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.resnet.data.device_decode import DeviceDecoder, eval_sample, read, train_sample
 from trainclock.workloads.resnet.data.folder import scan
 from trainclock.workloads.resnet.data.loader import EvalLoader, StepLoader

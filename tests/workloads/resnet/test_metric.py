@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torchmetrics.classification import MulticlassAccuracy
 
-from trainclock.workloads.base import EvalShard
+from trainclock.workload.base import EvalShard
 from trainclock.workloads.resnet.metric import METRIC, batch_hits, score, top1_sums
 
 

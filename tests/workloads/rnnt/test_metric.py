@@ -28,7 +28,7 @@ def test_wer_over_shards_is_the_whole_sets_word_error_rate():
     direct = sum(edit_distance(h.split(), r.split()) for h, r in zip(hyps, refs)) / sum(len(r.split()) for r in refs)
     shards = [wer_sums(hyps[:2], refs[:2]), wer_sums(hyps[2:5], refs[2:5]), wer_sums(hyps[5:], refs[5:])]
     summed = {k: sum(s.sums[k] for s in shards) for k in shards[0].sums}
-    from trainclock.workloads.base import EvalShard
+    from trainclock.workload.base import EvalShard
 
     assert score(EvalShard(sums=summed))["WER"] == pytest.approx(direct)
     # not a mean of per-shard rates

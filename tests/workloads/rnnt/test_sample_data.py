@@ -12,7 +12,7 @@ import torch
 
 from trainclock.distributed.context import single_process
 from trainclock.distributed.layout import Layout
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.rnnt import WORKLOAD
 from trainclock.workloads.rnnt.data.librispeech import read_split
 from trainclock.workloads.rnnt.features import features

@@ -19,7 +19,7 @@ from tests.workloads.helpers import error_line
 from trainclock.distributed.context import single_process
 from trainclock.distributed.layout import Layout
 from trainclock.errors import DataError, UsageError
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.stable_diffusion import WORKLOAD
 from trainclock.workloads.stable_diffusion.data.formats import read_captions_tsv, read_fid_stats, write_fid_stats
 from trainclock.workloads.stable_diffusion.data.sample import npy_bytes, write_laion, write_shard

@@ -19,7 +19,7 @@ from trainclock.errors import UsageError
 from trainclock.mllog.reader import read_events
 from trainclock.train.options import TrainOptions
 from trainclock.train.run import RunRequest, execute
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.stable_diffusion import WORKLOAD
 from trainclock.workloads.stable_diffusion.data.sample import npy_bytes, write_shard
 from trainclock.workloads.stable_diffusion.model import UNetShape

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from trainclock.workloads.base import EvalShard, QualityTarget, TrainJob
+from trainclock.workload.base import EvalShard, QualityTarget, TrainJob
 from trainclock.workloads.stable_diffusion.metric import fid, fid_direct, score
 
 

@@ -16,7 +16,7 @@ import torch
 from trainclock.distributed.context import single_process
 from trainclock.distributed.layout import Layout
 from trainclock.errors import UsageError
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.stable_diffusion import WORKLOAD
 from trainclock.workloads.stable_diffusion.data.sample import npy_bytes
 

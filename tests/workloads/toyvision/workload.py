@@ -1,4 +1,4 @@
-"""The toy image classifier as a Workload (see trainclock.workloads.base)."""
+"""The toy image classifier as a Workload (see trainclock.workload.base)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from trainclock.distributed.parallelize import ModelParallelism, parallelize
 from trainclock.errors import UsageError
 from trainclock.optim.schedules import WarmupPoly
 from trainclock.optim.sgd import SGDMomentum
-from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
-from trainclock.workloads.batch_plan import check_global_batch, micro_batch
+from trainclock.workload.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
+from trainclock.workload.batch_plan import check_global_batch, micro_batch
 
 TARGET = QualityTarget("top-1 accuracy", 0.88, "higher")
 

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torchmetrics.segmentation import DiceScore
 
-from trainclock.workloads.base import EvalShard
+from trainclock.workload.base import EvalShard
 from trainclock.workloads.unet3d.data.npy import Case
 from trainclock.workloads.unet3d.loss import dice_ce_loss
 from trainclock.workloads.unet3d.metric import METRIC, dice_sums, score

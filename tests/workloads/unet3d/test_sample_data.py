@@ -9,7 +9,7 @@ import torch
 
 from trainclock.distributed.context import single_process
 from trainclock.distributed.layout import Layout
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.unet3d import WORKLOAD
 from trainclock.workloads.unet3d.data.sample import write_sample
 from trainclock.workloads.unet3d.spec import get_member

@@ -1,4 +1,4 @@
-"""The planner's cost model of a BERT member (workloads/cost.py says how the planner uses it).
+"""The planner's cost model of a BERT member (workload/cost_model.py says how the planner uses it).
 
 An encoder layer is a GPT layer without the causal mask, so its activations are the same
 Korthikanti et al. 2022 terms (workloads.cost.transformer_layer_activation_bytes). The masked-LM head runs on the masked positions only (the reference
@@ -14,11 +14,11 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 
-from trainclock.workloads import evidence
-from trainclock.workloads.base import QualityTarget
+from trainclock.workload import evidence
+from trainclock.workload.base import QualityTarget
 from trainclock.workloads.bert.metric import METRIC
 from trainclock.workloads.bert.spec import MEMBERS, MLPERF_ROUND, BertSpec, get_member, target_evidence
-from trainclock.workloads.cost import (ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence,
+from trainclock.workload.cost_model import (ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence,
                                       transformer_layer_activation_bytes)
 
 LAMB_STATE_BYTES = 8  # two fp32 moments per parameter

@@ -9,7 +9,7 @@ import math
 import torch
 from torch import nn
 
-from trainclock.workloads.base import EvalShard
+from trainclock.workload.base import EvalShard
 from trainclock.workloads.bert.data.batches import rows
 
 METRIC = "masked-LM accuracy"

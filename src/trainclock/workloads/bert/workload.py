@@ -17,9 +17,9 @@ from trainclock.distributed.parallelize import build_parallelized
 from trainclock.errors import UsageError
 from trainclock.storage import discard_folder
 from trainclock.optim.lamb import Lamb, PolyWarmup
-from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
-from trainclock.workloads.batch_plan import with_batch_settings
-from trainclock.workloads.batches import TreeBatch
+from trainclock.workload.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
+from trainclock.workload.batch_plan import with_batch_settings
+from trainclock.workload.batches import TreeBatch
 from trainclock.workloads.bert.data.batches import (PackedBatches, as_tensors, model_inputs, packed_rows_per_sequence,
                                                     packed_train_batch, train_batch)
 from trainclock.workloads.bert.data.official import load_folder

@@ -1,4 +1,4 @@
-"""The planner's cost model of a detection member (workloads/cost.py says how the planner uses it).
+"""The planner's cost model of a detection member (workload/cost_model.py says how the planner uses it).
 
 Both models train data parallel only: one unit the planner cannot split and one "layer" holding
 every parameter. FLOPs per image are those of the convolutions and linear layers the image runs
@@ -25,8 +25,8 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from trainclock.workloads import evidence
-from trainclock.workloads.cost import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost
+from trainclock.workload import evidence
+from trainclock.workload.cost_model import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost
 from trainclock.workloads.detection.model import POSITIVE_FRACTION, DetectorShape, build_model, parameter_count
 from trainclock.workloads.detection.spec import MLPERF_ROUND, PACKAGE, DetectionSpec, get_member, quality
 

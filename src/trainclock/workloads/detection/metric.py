@@ -19,7 +19,7 @@ import torch
 from pycocotools import mask as mask_utils
 from torch import nn
 
-from trainclock.workloads.base import EvalShard
+from trainclock.workload.base import EvalShard
 
 try:  # the ground truth's COCO from the evaluator's own library, as the agreement test pairs them
     from faster_coco_eval import COCO

@@ -16,9 +16,9 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 from trainclock.errors import UsageError
-from trainclock.workloads import evidence
-from trainclock.workloads.base import QualityTarget
-from trainclock.workloads.cost import rules_rcp_table
+from trainclock.workload import evidence
+from trainclock.workload.base import QualityTarget
+from trainclock.workload.cost_model import rules_rcp_table
 from trainclock.workloads.detection.model import DetectorShape
 
 MLPERF_ROUND = "3.1"  # the MLPerf Training round whose closed rules and reference points this benchmark follows
@@ -51,7 +51,7 @@ class DetectionSpec:
     val_images: int
     image_side: int = 0  # a tier's mosaic side
     eval_batch: int = 8
-    decode_on_device: bool | None = None  # JPEGs decoded on the run's device (workloads/image_decode.py); None: on CUDA
+    decode_on_device: bool | None = None  # JPEGs decoded on the run's device (datasets/image_decode.py); None: on CUDA
 
     @property
     def steps_per_epoch(self) -> float:

@@ -15,8 +15,8 @@ from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
 from trainclock.distributed.parallelize import ModelParallelism, build_parallelized
 from trainclock.errors import UsageError
-from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, RunSettings, TrainJob
-from trainclock.workloads.batch_plan import with_batch_settings
+from trainclock.workload.base import EvalSchedule, EvalShard, Member, Progress, RunSettings, TrainJob
+from trainclock.workload.batch_plan import with_batch_settings
 from trainclock.workloads.detection.cost import cost_model, train_flops_per_image
 from trainclock.workloads.detection.data import openimages_csv
 from trainclock.workloads.detection.data.layout import Split, load_split, split_files
@@ -28,7 +28,7 @@ from trainclock.workloads.detection.model import build_model, load_backbone_weig
 from trainclock.workloads.detection.optim import AdamWarmup, SGDWarmupSteps
 from trainclock.workloads.detection.spec import (METRICS, MLPERF_ROUND, DetectionSpec, get_member, members_of,
                                                  quality)
-from trainclock.workloads.image_decode import DeviceJpegDecoder
+from trainclock.datasets.image_decode import DeviceJpegDecoder
 
 DATASETS = {"openimages": "the MLPerf OpenImages subset (<folder>/train/labels/openimages-mlperf.json, train/data/, "
                           "validation/...; or OpenImages v6's CSVs and images, converted by `trainclock data "

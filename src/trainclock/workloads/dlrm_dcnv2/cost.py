@@ -1,4 +1,4 @@
-"""The planner's cost model of a DLRM-DCNv2 member (workloads/cost.py says how the planner uses it).
+"""The planner's cost model of a DLRM-DCNv2 member (workload/cost_model.py says how the planner uses it).
 
 In the generic terms: the MLPs and cross layers are one data-parallel "layer" (no tensor or
 pipeline split: `tensor_parallel_units` 1, `layers` 1), the 26 tables are `other_parameters` and
@@ -22,9 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainclock.workloads import evidence
-from trainclock.workloads.base import QualityTarget
-from trainclock.workloads.cost import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
+from trainclock.workload import evidence
+from trainclock.workload.base import QualityTarget
+from trainclock.workload.cost_model import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
 from trainclock.workloads.dlrm_dcnv2.sharding import table_plan
 from trainclock.workloads.dlrm_dcnv2.spec import METRIC, MLPERF_ROUND, DlrmSpec, target_evidence
 

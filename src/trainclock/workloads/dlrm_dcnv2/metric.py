@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torchmetrics.functional.classification import binary_auroc
 
-from trainclock.workloads.base import EvalShard
+from trainclock.workload.base import EvalShard
 from trainclock.workloads.dlrm_dcnv2.data.dataset import CriteoDays
 from trainclock.workloads.dlrm_dcnv2.spec import METRIC
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 from trainclock.errors import UsageError
-from trainclock.workloads import evidence
-from trainclock.workloads.cost import rules_rcp_table
+from trainclock.workload import evidence
+from trainclock.workload.cost_model import rules_rcp_table
 
 MLPERF_ROUND = "3.1"  # the MLPerf Training round whose closed rules and reference points this benchmark follows
 

@@ -21,8 +21,8 @@ from trainclock.distributed.parallelize import Materialize, ModelParallelism, pa
 from trainclock.errors import ResourceError, UsageError
 from trainclock.optim.adagrad import Adagrad
 from trainclock.workloads.dlrm_dcnv2.sharding import SHARDINGS, embedding_sharding, table_plan
-from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
-from trainclock.workloads.batch_plan import with_batch_settings
+from trainclock.workload.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
+from trainclock.workload.batch_plan import with_batch_settings
 from trainclock.workloads.dlrm_dcnv2.data.dataset import CriteoDays, open_days
 from trainclock.workloads.dlrm_dcnv2.metric import predictions, score
 from trainclock.workloads.dlrm_dcnv2.spec import (ADAGRAD_EPS, DENSE_FEATURES, MEMBERS, METRIC, MLPERF_ROUND, DlrmSpec,

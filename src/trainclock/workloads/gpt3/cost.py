@@ -1,4 +1,4 @@
-"""The planner's cost model of a GPT-3 member (workloads/cost.py says how the planner uses it).
+"""The planner's cost model of a GPT-3 member (workload/cost_model.py says how the planner uses it).
 
 FLOPs and parameters come from GPTShape's own formulas (model.py) rather than written again here.
 Activations per layer follow Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 
-from trainclock.workloads import evidence
-from trainclock.workloads.base import QualityTarget
-from trainclock.workloads.cost import (ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence,
+from trainclock.workload import evidence
+from trainclock.workload.base import QualityTarget
+from trainclock.workload.cost_model import (ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence,
                                       transformer_layer_activation_bytes)
 from trainclock.workloads.gpt3.spec import MEMBERS, METRIC, MLPERF_ROUND, GPT3Spec, get_member, target_evidence
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from trainclock.errors import UsageError
-from trainclock.workloads import evidence
+from trainclock.workload import evidence
 from trainclock.workloads.gpt3.model import GPTShape
 
 MLPERF_ROUND = "3.1"  # the MLPerf Training round whose closed rules and reference points this benchmark follows

@@ -1,4 +1,4 @@
-"""The planner's cost model of a llama2_70b_lora member (workloads/cost.py says how the planner uses it).
+"""The planner's cost model of a llama2_70b_lora member (workload/cost_model.py says how the planner uses it).
 
 A Llama decoder: `layers` identical decoder layers (pipeline cut), query heads as the tensor-parallel
 unit, Megatron's two all-reduces per layer. Training FLOPs per sequence: the frozen base's matmuls
@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainclock.workloads import evidence
-from trainclock.workloads.cost import (ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rules_rcp_table,
+from trainclock.workload import evidence
+from trainclock.workload.cost_model import (ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rules_rcp_table,
                                        transformer_layer_activation_bytes)
 from trainclock.workloads.llama2_70b_lora.spec import BENCHMARK, MEMBERS, MLPERF_ROUND, LoraSpec, get_member, quality
 

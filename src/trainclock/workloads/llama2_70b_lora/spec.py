@@ -29,9 +29,9 @@ import math
 from dataclasses import dataclass, replace
 
 from trainclock.errors import UsageError
-from trainclock.workloads import evidence
-from trainclock.workloads.base import QualityTarget
-from trainclock.workloads.cost import rules_rcp_table
+from trainclock.workload import evidence
+from trainclock.workload.base import QualityTarget
+from trainclock.workload.cost_model import rules_rcp_table
 from trainclock.workloads.llama2_70b_lora.lora import LoraConfig, lora_parameter_count
 from trainclock.workloads.llama2_70b_lora.model import LlamaShape
 

@@ -18,8 +18,8 @@ from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
 from trainclock.distributed.parallelize import Materialize, ModelParallelism, parallelize
 from trainclock.errors import UsageError
-from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, RunSettings, TrainJob
-from trainclock.workloads.batch_plan import with_batch_settings
+from trainclock.workload.base import EvalSchedule, EvalShard, Member, Progress, RunSettings, TrainJob
+from trainclock.workload.batch_plan import with_batch_settings
 from trainclock.workloads.llama2_70b_lora.checkpoint import checkpoint_files, load_base_weights
 from trainclock.workloads.llama2_70b_lora.data import scrolls, task
 from trainclock.workloads.llama2_70b_lora.data.batches import sample_indices, select

@@ -1,4 +1,4 @@
-"""The planner's cost model of a ResNet member (workloads/cost.py says how the planner uses it).
+"""The planner's cost model of a ResNet member (workload/cost_model.py says how the planner uses it).
 
 ResNet trains data parallel only: one unit the planner cannot split (tensor_parallel_units 1) and
 one "layer" holding every parameter (no pipeline). Its FLOPs are all convolutions and the
@@ -22,9 +22,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from trainclock.workloads import evidence
-from trainclock.workloads.base import QualityTarget
-from trainclock.workloads.cost import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
+from trainclock.workload import evidence
+from trainclock.workload.base import QualityTarget
+from trainclock.workload.cost_model import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
 from trainclock.workloads.resnet.metric import METRIC
 from trainclock.workloads.resnet.model import build_model, parameter_count, train_flops_per_image
 from trainclock.workloads.resnet.spec import MEMBERS, MLPERF_ROUND, ResNetSpec, get_member

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torchmetrics.functional.classification import multiclass_accuracy
 
-from trainclock.workloads.base import EvalShard
+from trainclock.workload.base import EvalShard
 from trainclock.workloads.resnet.data.transforms import normalize
 
 METRIC = "top-1 accuracy"

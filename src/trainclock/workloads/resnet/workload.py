@@ -21,8 +21,8 @@ from trainclock.errors import UsageError
 from trainclock.optim.lars import Lars
 from trainclock.optim.schedules import WarmupPoly
 from trainclock.optim.sgd import SGDMomentum
-from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
-from trainclock.workloads.batch_plan import with_batch_settings
+from trainclock.workload.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
+from trainclock.workload.batch_plan import with_batch_settings
 from trainclock.workloads.resnet.data.device_decode import DeviceDecoder
 from trainclock.workloads.resnet.data.folder import ImageFolder, scan
 from trainclock.workloads.resnet.data.loader import EvalLoader, StepLoader, check_workers

@@ -1,4 +1,4 @@
-"""The planner's cost model of an RNN-T member (workloads/cost.py says how the planner uses it).
+"""The planner's cost model of an RNN-T member (workload/cost_model.py says how the planner uses it).
 
 An LSTM network trained data parallel: one "layer" holding every parameter (no pipeline cut, no
 tensor-parallel split), all FLOPs in `weights` (the LSTMs' and the joint's matrix products, for an
@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainclock.workloads import evidence
-from trainclock.workloads.cost import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
+from trainclock.workload import evidence
+from trainclock.workload.cost_model import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
 from trainclock.workloads.rnnt.spec import MEMBERS, MLPERF_ROUND, RnntSpec, get_member, quality
 
 LAMB_EMA_STATE_BYTES = 12  # Adam's two fp32 moments and the fp32 moving average of the weights

@@ -5,7 +5,7 @@ over ranks, so the rate is the set's, not a mean of per-rank rates."""
 
 from __future__ import annotations
 
-from trainclock.workloads.base import EvalShard
+from trainclock.workload.base import EvalShard
 
 METRIC = "WER"
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 from trainclock.errors import UsageError
-from trainclock.workloads import evidence
-from trainclock.workloads.base import QualityTarget
-from trainclock.workloads.cost import rules_rcp_table
+from trainclock.workload import evidence
+from trainclock.workload.base import QualityTarget
+from trainclock.workload.cost_model import rules_rcp_table
 from trainclock.workloads.rnnt.features import FeatureConfig
 from trainclock.workloads.rnnt.metric import METRIC
 from trainclock.workloads.rnnt.model import RNNTConfig, parameter_count

@@ -15,8 +15,8 @@ from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
 from trainclock.distributed.parallelize import build_parallelized
 from trainclock.errors import UsageError
-from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
-from trainclock.workloads.batch_plan import with_batch_settings
+from trainclock.workload.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
+from trainclock.workload.batch_plan import with_batch_settings
 from trainclock.workloads.rnnt.data import tokenizer
 from trainclock.workloads.rnnt.data.batches import BucketBatches, Utterances, eval_batches
 from trainclock.workloads.rnnt.data.prepare import Corpus, prepare_official, prepare_tier

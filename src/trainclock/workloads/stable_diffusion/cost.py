@@ -1,4 +1,4 @@
-"""The planner's cost model of a Stable Diffusion member (workloads/cost.py says how the planner uses it).
+"""The planner's cost model of a Stable Diffusion member (workload/cost_model.py says how the planner uses it).
 
 A convolution-and-attention UNet trained data parallel: one "layer" holding every trained parameter
 (no pipeline cut, no tensor-parallel split), images as the progress unit. FLOPs per image: the
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import torch
 
-from trainclock.workloads import evidence
-from trainclock.workloads.cost import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
+from trainclock.workload import evidence
+from trainclock.workload.cost_model import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
 from trainclock.workloads.stable_diffusion.spec import MLPERF_ROUND, SDSpec, get_member, target_evidence
 from trainclock.workloads.stable_diffusion.metric import quality
 

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torchmetrics.image.fid import FrechetInceptionDistance
 
-from trainclock.workloads.base import EvalShard, QualityTarget
+from trainclock.workload.base import EvalShard, QualityTarget
 
 FID, CLIP = "FID", "CLIP"  # the names the official logs give in metadata "metric"
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from trainclock.errors import DataError, UsageError
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.stable_diffusion.data.formats import licensed_keys, read_captions_tsv, read_fid_stats
 from trainclock.workloads.stable_diffusion.data.shard_index import LazyCaptions, LazyMoments, shard_index
 from trainclock.workloads.stable_diffusion.data.sets import EvalSet, TrainSet

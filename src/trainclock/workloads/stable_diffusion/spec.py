@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from trainclock.errors import UsageError
-from trainclock.workloads import evidence
+from trainclock.workload import evidence
 from trainclock.workloads.stable_diffusion.metric import CLIP, FID
 from trainclock.workloads.stable_diffusion.model import SD2_UNET, UNetShape, parameter_count
 

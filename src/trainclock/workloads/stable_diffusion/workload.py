@@ -14,8 +14,8 @@ from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
 from trainclock.distributed.parallelize import ModelParallelism, build_parallelized
 from trainclock.errors import UsageError
-from trainclock.workloads.base import EvalSchedule, EvalShard, Member, Progress, RunSettings, TrainJob
-from trainclock.workloads.batch_plan import with_batch_settings
+from trainclock.workload.base import EvalSchedule, EvalShard, Member, Progress, RunSettings, TrainJob
+from trainclock.workload.batch_plan import with_batch_settings
 from trainclock.workloads.stable_diffusion import diffusion, metric
 from trainclock.workloads.stable_diffusion.cost import cost_model, unet_forward_flops
 from trainclock.workloads.stable_diffusion.data import captioned

@@ -1,4 +1,4 @@
-"""The planner's cost model of a 3D U-Net member (workloads/cost.py says how the planner uses it).
+"""The planner's cost model of a 3D U-Net member (workload/cost_model.py says how the planner uses it).
 
 A convolutional network trained data parallel: one "layer" holding every parameter (no pipeline
 cut, no tensor-parallel split), all FLOPs in `weights` (convolutions), samples (128^3 patches) as
@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainclock.workloads import evidence
-from trainclock.workloads.base import QualityTarget
-from trainclock.workloads.cost import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
+from trainclock.workload import evidence
+from trainclock.workload.base import QualityTarget
+from trainclock.workload.cost_model import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
 from trainclock.workloads.unet3d.spec import METRIC, MLPERF_ROUND, Unet3DSpec, get_member, target_evidence
 
 MOMENTUM_BYTES = 4  # one fp32 momentum buffer per parameter

@@ -12,7 +12,7 @@ import contextlib
 import torch
 from torch import nn
 
-from trainclock.workloads.base import EvalShard
+from trainclock.workload.base import EvalShard
 from trainclock.workloads.unet3d.data.npy import Case
 from trainclock.workloads.unet3d.sliding_window import sliding_window
 

@@ -10,7 +10,7 @@ from itertools import accumulate
 import numpy as np
 import torch
 
-from trainclock.workloads.batches import TreeBatch
+from trainclock.workload.batches import TreeBatch
 from trainclock.workloads.bert.data.packing import pack
 
 FIELDS = ("input_ids", "segment_ids", "input_mask", "masked_lm_positions", "masked_lm_ids",

@@ -6,7 +6,7 @@ training augmentation) by a generator seeded with (seed, k). Step s's global bat
 a resume at any step sees the same images; the loop cuts a rank's rows and micro-batches out of
 the lists (batches.TreeBatch).
 
-With a DeviceJpegDecoder (workloads/image_decode.py; the default on CUDA, --decode-on-device) the
+With a DeviceJpegDecoder (datasets/image_decode.py; the default on CUDA, --decode-on-device) the
 host reads each image's bytes and its size from the header only, and the rows' images are decoded,
 flipped and made float on the device (the model's transform resizes them there): the same images
 as PIL's to within libjpeg's rounding (tests/workloads/detection/test_device_decode.py)."""
@@ -23,7 +23,7 @@ from PIL import Image, UnidentifiedImageError
 from trainclock.errors import DataError
 from trainclock.workloads.detection.data.layout import ImageRecord, Split, pixel_limit
 from trainclock.workloads.detection.data.outlines import flip_outlines, outlines
-from trainclock.workloads.image_decode import DeviceJpegDecoder, read
+from trainclock.datasets.image_decode import DeviceJpegDecoder, read
 
 
 def read_image(record: ImageRecord) -> torch.Tensor:

@@ -23,7 +23,7 @@ from PIL import Image
 from trainclock.workloads.detection.data.layout import COCO_NAMES, OPENIMAGES_LABELS, OPENIMAGES_NAMES, SplitFiles
 from trainclock.workloads.detection.data.openimages_csv import MLPERF_CLASSES
 from trainclock.workloads.detection.data.prepare import generate, labels_json
-from trainclock.workloads.sample_pictures import cut, textures
+from trainclock.datasets.sample_pictures import cut, textures
 
 JPEG_QUALITY = 90
 TEXTURES = 6  # distinct textures the images are cut from; more only costs time

@@ -1,4 +1,4 @@
-"""ResNet's JPEG decoding on the run's device (the generic part: workloads/image_decode.py): the
+"""ResNet's JPEG decoding on the run's device (the generic part: datasets/image_decode.py): the
 loader workers only read each sample's file and its JPEG header and draw its crop and flip (the PIL
 path's generator, in the PIL path's order, so a sample gets the same crop whichever path decodes
 it); the batch function then decodes the rank's rows on the device, crops and resizes each image
@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torchvision.transforms.v2.functional as F
 
-from trainclock.workloads.image_decode import DeviceJpegDecoder, read
+from trainclock.datasets.image_decode import DeviceJpegDecoder, read
 from trainclock.workloads.resnet.data.transforms import ImageTransforms, crop_box
 
 __all__ = ["DeviceDecoder", "Encoded", "eval_sample", "read", "train_sample"]

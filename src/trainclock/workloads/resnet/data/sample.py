@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from trainclock.workloads.sample_pictures import cut, textures
+from trainclock.datasets.sample_pictures import cut, textures
 
 JPEG_QUALITY = 90
 IMAGENET_CLASSES = 1000

@@ -1,7 +1,7 @@
-"""Writes gpt3_curves.json: gpt3-tiny's per-step training losses and evals under a fixed seed
+"""Writes golden_curves.json: gpt3-tiny's per-step training losses and evals under a fixed seed
 (1 process, 2-process DDP, 2-process FSDP2), from the code as it is. Kept so that refactors of the
-loop and the distributed package can prove the curves unchanged (tests/golden/test_gpt3_curves.py).
-Run: python tests/golden/make_gpt3_curves.py"""
+loop and the distributed package can prove the curves unchanged (tests/workloads/gpt3/test_golden_curves.py).
+Run: python tests/workloads/gpt3/make_golden_curves.py"""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from tests.conftest import make_text  # noqa: E402
 from tests.distributed.helpers import evals, losses, run  # noqa: E402
 
@@ -49,7 +49,7 @@ def main() -> None:
             proc = run(curve_args(corpus, out, *extra))
             assert proc.returncode in (0, 1), proc.stderr[-2000:]
             curves[name] = {"losses": losses(out), "evals": evals(out)}
-    target = Path(__file__).with_name("gpt3_curves.json")
+    target = Path(__file__).with_name("golden_curves.json")
     target.write_text(json.dumps({"machine": machine(), "samples": SAMPLES, "curves": curves}, indent=1) + "\n")
     print(f"wrote {target}")
 

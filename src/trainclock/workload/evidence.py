@@ -16,8 +16,8 @@ from functools import cache
 from importlib import resources
 
 from trainclock.errors import DataError
-from trainclock.workloads.base import QualityTarget
-from trainclock.workloads.cost import ConvergencePoints
+from trainclock.workload.base import QualityTarget
+from trainclock.workload.cost_model import ConvergencePoints
 
 
 @cache

@@ -12,7 +12,7 @@ from trainclock.distributed.pipeline import check_microbatches, pipeline_micro_b
 from trainclock.errors import UsageError
 
 if TYPE_CHECKING:
-    from trainclock.workloads.base import RunSettings
+    from trainclock.workload.base import RunSettings
 
 MAX_GLOBAL_BATCH = 1 << 20
 Spec = TypeVar("Spec")

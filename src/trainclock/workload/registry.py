@@ -15,7 +15,7 @@ from functools import cache
 from importlib.metadata import entry_points
 
 from trainclock.errors import UsageError
-from trainclock.workloads.base import Member, Workload
+from trainclock.workload.base import Member, Workload
 
 PLUGINS_ENV = "TRAINCLOCK_WORKLOADS"
 

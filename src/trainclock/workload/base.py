@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import torch
 from torch import nn
 
-from trainclock.workloads.batches import TreeBatch
+from trainclock.workload.batches import TreeBatch
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from trainclock.distributed.context import ParallelContext
     from trainclock.distributed.layout import Layout
     from trainclock.optim.base import OptimizerSetup
-    from trainclock.workloads.cost import WorkloadCost
+    from trainclock.workload.cost_model import WorkloadCost
 
 Direction = Literal["lower", "higher"]
 Autocast = Callable[[], Any]  # a fresh autocast (or null) context per call

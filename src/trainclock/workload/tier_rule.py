@@ -21,7 +21,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trainclock.workloads.base import QualityTarget
+from trainclock.workload.base import QualityTarget
 
 LEARNING_SHARE = 0.7
 FLAT_GAIN = 0.5

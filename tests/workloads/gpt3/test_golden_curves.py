@@ -1,5 +1,5 @@
-"""GPT-3's loss curves are those of the code before the workload interface (tests/golden/
-gpt3_curves.json, written by make_gpt3_curves.py): refactors of the loop, the workload contract
+"""GPT-3's loss curves are those of the code before the workload interface (tests/workloads/gpt3/
+golden_curves.json, written by make_golden_curves.py): refactors of the loop, the workload contract
 and the distributed package must not change a single loss. Bit-identical on the machine (CPU and
 torch) that stored them; elsewhere matmul kernels round differently, so a tight tolerance."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.distributed.helpers import evals, losses, run
-from tests.golden.make_gpt3_curves import LAYOUTS, curve_args, machine
+from tests.workloads.gpt3.make_golden_curves import LAYOUTS, curve_args, machine
 
-GOLDEN = json.loads(Path(__file__).with_name("gpt3_curves.json").read_text())
+GOLDEN = json.loads(Path(__file__).with_name("golden_curves.json").read_text())
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS), ids=list(LAYOUTS))

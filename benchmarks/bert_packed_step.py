@@ -28,7 +28,7 @@ import torch
 
 from timing import cpu_timed
 from trainclock.device import system
-from trainclock.workloads.batches import TreeBatch
+from trainclock.workload.batches import TreeBatch
 from trainclock.workloads.bert.data import hdf5
 from trainclock.workloads.bert.data.batches import PackedBatches, as_tensors, model_inputs, packed_train_batch, train_batch
 from trainclock.workloads.bert.data.sample import instances

@@ -24,7 +24,7 @@ from transformers import BertForPreTraining
 
 from trainclock.distributed.context import single_process
 from trainclock.train.step import train_step
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.bert import WORKLOAD
 from trainclock.workloads.bert.model import bert_config
 from trainclock.workloads.bert.spec import get_member

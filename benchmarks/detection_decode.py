@@ -1,5 +1,5 @@
 """Host CPU time per training image of the detection loaders, PIL decoding on the host against
-device decoding (workloads/image_decode.py: the host reads bytes and the header's size; the decode
+device decoding (datasets/image_decode.py: the host reads bytes and the header's size; the decode
 runs on the run's device), on one thread, at the full sizes' image sizes (the workloads'
 write_sample_data: OpenImages' up to 1024 px for ssd, COCO's up to 640 for maskrcnn), with each
 image's target (boxes, labels; Mask R-CNN's outlines) and flip. Also the decode itself on this CPU
@@ -22,7 +22,7 @@ from trainclock.workloads.detection import WORKLOADS
 from trainclock.workloads.detection.data.loader import TrainBatches, decode_images
 from trainclock.workloads.detection.spec import get_member
 from trainclock.workloads.detection.workload import load_splits
-from trainclock.workloads.image_decode import DeviceJpegDecoder
+from trainclock.datasets.image_decode import DeviceJpegDecoder
 
 CPU = torch.device("cpu")
 

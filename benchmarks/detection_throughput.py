@@ -25,8 +25,8 @@ import torch
 
 from trainclock.distributed.context import single_process
 from trainclock.train.step import train_step
-from trainclock.workloads import registry
-from trainclock.workloads.base import RunSettings
+from trainclock.workload import registry
+from trainclock.workload.base import RunSettings
 from timing import CPU, timed_at_peak
 
 

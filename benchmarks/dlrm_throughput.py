@@ -24,7 +24,7 @@ from torch import nn
 
 from trainclock.distributed.context import single_process
 from trainclock.train.step import train_step
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.dlrm_dcnv2 import WORKLOAD
 from trainclock.workloads.dlrm_dcnv2.spec import get_member
 from timing import CPU, autocast_for, timed, timed_at_peak

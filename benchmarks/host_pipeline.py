@@ -31,8 +31,8 @@ from published_rates import published_rates
 from trainclock.device import system
 from trainclock.distributed.context import single_process
 from trainclock.distributed.layout import Layout
-from trainclock.workloads import registry
-from trainclock.workloads.base import RunSettings, Workload
+from trainclock.workload import registry
+from trainclock.workload.base import RunSettings, Workload
 
 CORES_PER_GPU = 14  # DGX H100: 2 x 56 cores for 8 GPUs
 META = torch.device("meta")  # the model is never built for real: host work only

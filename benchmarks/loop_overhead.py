@@ -26,8 +26,8 @@ from trainclock.distributed.layout import Layout
 from trainclock.train.options import TrainOptions
 from trainclock.train.step import autocast_context, local_micro_batch, train_step, warm_up
 from trainclock.train.run import RunRequest, execute
-from trainclock.workloads import registry
-from trainclock.workloads.base import RunSettings
+from trainclock.workload import registry
+from trainclock.workload.base import RunSettings
 
 SEED = 3
 

@@ -74,8 +74,8 @@ from trainclock.distributed.layout import Layout  # noqa: E402
 from trainclock.train.options import TrainOptions  # noqa: E402
 from trainclock.train.step import autocast_context, train_step  # noqa: E402
 from trainclock.train.profile import FORWARD_BACKWARD, OPTIMIZER  # noqa: E402
-from trainclock.workloads import registry  # noqa: E402
-from trainclock.workloads.base import RunSettings, TrainJob, Workload  # noqa: E402
+from trainclock.workload import registry  # noqa: E402
+from trainclock.workload.base import RunSettings, TrainJob, Workload  # noqa: E402
 
 META = torch.device("meta")
 GPUS_PER_NODE = 8  # the published entries compared against: 8 GPUs per node, each training gbs // 8 rows

@@ -31,7 +31,7 @@ from trainclock.device import system
 from trainclock.distributed.layout import Layout
 from trainclock.train.options import TrainOptions
 from trainclock.train.run import RunRequest, execute
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.gpt3 import WORKLOAD
 from trainclock.workloads.gpt3.data.prepare import prepare
 from trainclock.workloads.gpt3.data.sources import parse_source

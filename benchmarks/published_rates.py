@@ -19,7 +19,7 @@ from pathlib import Path
 from trainclock.review.json_files import accelerator_count
 from trainclock.review.run_review import RunReview
 from trainclock.review.tree import review_path
-from trainclock.workloads import registry
+from trainclock.workload import registry
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 DEFAULT_TREES = (SHARED / "mlperf-suite" / "v3.1" / "Dell", SHARED / "mlperf-results" / "v3.1" / "NVIDIA")

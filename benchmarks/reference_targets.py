@@ -1,5 +1,5 @@
 """Measures a CPU member's quality target from reference runs and records the evidence, for any
-workload: <workload package>/targets/<member>.json (read back by trainclock.workloads.evidence).
+workload: <workload package>/targets/<member>.json (read back by trainclock.workload.evidence).
 
 Each seed trains the member with its own data and schedule for --budget-samples samples without
 stopping at a target (the full curve). For each quality metric the target is the worst best value
@@ -36,9 +36,9 @@ from trainclock.mllog.reader import read_events
 from trainclock.storage import atomic_write_text
 from trainclock.train.options import TrainOptions
 from trainclock.train.run import RunRequest, execute
-from trainclock.workloads import registry
-from trainclock.workloads.base import QualityTarget, RunSettings
-from trainclock.workloads.evidence import units_to_target
+from trainclock.workload import registry
+from trainclock.workload.base import QualityTarget, RunSettings
+from trainclock.workload.evidence import units_to_target
 
 
 def reference_run(member: str, seed: int, budget: int, precision: str, out: Path) -> tuple[dict, tuple]:

@@ -31,7 +31,7 @@ from torchvision.datasets import ImageFolder
 
 from trainclock.distributed.context import single_process
 from trainclock.train.step import train_step
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.resnet import WORKLOAD
 from trainclock.workloads.resnet.data.folder import scan
 from trainclock.workloads.resnet.data.prepare import prepare

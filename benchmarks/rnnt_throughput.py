@@ -38,7 +38,7 @@ from trainclock.distributed.context import single_process
 from trainclock.optim.lamb import LambOptimizer
 from trainclock.optim.base import parameter_groups
 from trainclock.train.step import train_step
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.rnnt import WORKLOAD
 from trainclock.workloads.rnnt.features import SAMPLE_RATE, features
 from trainclock.workloads.rnnt.loss import lattice_log_probs, transducer_loss

@@ -26,7 +26,7 @@ import torch
 
 from trainclock.distributed.context import single_process
 from trainclock.train.step import train_step
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.stable_diffusion import WORKLOAD
 from trainclock.workloads.stable_diffusion.diffusion import training_scheduler
 from trainclock.workloads.stable_diffusion.spec import get_member

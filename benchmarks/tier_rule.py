@@ -1,5 +1,5 @@
 """Prints, for every CPU tier with target evidence, the five points of the tier rule
-(trainclock.workloads.tier_rule) read from its recorded reference runs, and whether it passes.
+(trainclock.workload.tier_rule) read from its recorded reference runs, and whether it passes.
 The stability limit is twice the largest coefficient of variation (population stdev / olympic
 mean of samples-to-converge) among the reference convergence points of the round the benchmark
 follows (its mlperf_round), computed from mlperf_logging's RCP files as the review reads them.
@@ -16,8 +16,8 @@ from pathlib import Path
 
 from trainclock.review.rcp import default_rcp_dir, references
 from trainclock.review.scoring import scoring_rule
-from trainclock.workloads import registry
-from trainclock.workloads.tier_rule import judge
+from trainclock.workload import registry
+from trainclock.workload.tier_rule import judge
 
 
 def largest_rcp_cv(benchmark: str, round_: str) -> float | None:

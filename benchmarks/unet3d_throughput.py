@@ -25,7 +25,7 @@ import torch
 
 from trainclock.distributed.context import single_process
 from trainclock.train.step import train_step
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.unet3d import WORKLOAD
 from trainclock.workloads.unet3d.loss import dice_ce_loss
 from trainclock.workloads.unet3d.spec import get_member

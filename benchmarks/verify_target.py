@@ -19,7 +19,7 @@ from trainclock.storage import atomic_write_text
 from trainclock.train.options import TrainOptions
 from trainclock.device.peak import matmul_peak_flops
 from trainclock.train.run import RunRequest, execute
-from trainclock.workloads.base import RunSettings
+from trainclock.workload.base import RunSettings
 from trainclock.workloads.gpt3 import WORKLOAD
 from trainclock.workloads.gpt3.spec import get_member
 

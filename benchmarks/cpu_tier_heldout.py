@@ -19,12 +19,12 @@ import statistics
 
 from trainclock.commands.stored_runs import read_this_machines_runs
 from trainclock.errors import DataError
-from trainclock.planner.convergence import load_convergence
-from trainclock.planner.hardware import this_cpu
-from trainclock.planner.mlperf_data import results_dir
-from trainclock.planner.own_runs import OwnRun, MemberCheck, check_run, cpu_plan, fit, measured_peaks, own_convergence
-from trainclock.planner.predict import predict
-from trainclock.planner.workload import cost_model
+from trainclock.planner.model.convergence import load_convergence
+from trainclock.planner.model.hardware import this_cpu
+from trainclock.planner.calibration.mlperf_data import results_dir
+from trainclock.planner.calibration.own_runs import OwnRun, MemberCheck, check_run, cpu_plan, fit, measured_peaks, own_convergence
+from trainclock.planner.model.predict import predict
+from trainclock.planner.model.workload_view import cost_model
 
 
 def main() -> None:

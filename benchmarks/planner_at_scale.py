@@ -2,7 +2,7 @@
 only the published data in shared/ (fit on the small systems, predict those at least 4x larger),
 leave-one-out per benchmark, and the projection to NVIDIA Eos's 10,752 H100 beside the seeds'
 figure. Each benchmark's entries are planned twice: with the batch and layout NVIDIA's
-configuration files give for that scale (planner/published_layouts.toml) and, for comparison,
+configuration files give for that scale (planner/model/published_layouts.toml) and, for comparison,
 with the layout and batch the search picks, as before those files were read.
 
   python benchmarks/planner_at_scale.py [--benchmark KEY] [--gap 4]
@@ -19,11 +19,12 @@ import statistics
 from rich.console import Console
 from rich.table import Table
 
-from trainclock.planner import calibrate, suite
-from trainclock.planner.hardware import load_catalogue
-from trainclock.planner.mlperf_data import results_dir
-from trainclock.planner.published_layouts import reference_figure
-from trainclock.planner.validation import EXTRAPOLATE_FROM, validate
+from trainclock.planner.calibration import result_files
+from trainclock.planner.calibration import published_scores
+from trainclock.planner.calibration.mlperf_data import results_dir
+from trainclock.planner.model.hardware import load_catalogue
+from trainclock.planner.model.published_layouts import reference_figure
+from trainclock.planner.validation.result_file_checks import EXTRAPOLATE_FROM, validate
 
 PROJECTED = ("gpt3", "h100-sxm", 10752)
 
@@ -34,7 +35,7 @@ def _summary(errors: list[float]) -> str:
 
 
 def gpt3_tables(console: Console, gap: int) -> None:
-    data = calibrate.load_calibration_data(results_dir(), load_catalogue([]))
+    data = result_files.load_calibration_data(results_dir(), load_catalogue([]))
     report = validate(data)
     table = Table(title=f"GPT-3: fitted on entries of <= {EXTRAPOLATE_FROM:,} accelerators, predicting the larger ones",
                   title_justify="left")
@@ -61,8 +62,8 @@ def gpt3_tables(console: Console, gap: int) -> None:
 
 
 def suite_tables(console: Console, only: str | None, gap: int) -> None:
-    folder, catalogue = suite.suite_dir(), load_catalogue([])
-    runs = {label: suite.load_suite(folder, catalogue, results_dir, only=only, published_layouts=flag)
+    folder, catalogue = published_scores.suite_dir(), load_catalogue([])
+    runs = {label: published_scores.load_suite(folder, catalogue, results_dir, only=only, published_layouts=flag)
             for label, flag in (("searched", False), ("as published", True))}
     table = Table(title=f"every other benchmark: leave-one-out and extrapolation (fit <= 1/{gap} of the largest "
                         f"count, predict >= {gap}x the largest fitted), mean / worst (entries)", title_justify="left")
@@ -75,8 +76,8 @@ def suite_tables(console: Console, only: str | None, gap: int) -> None:
     for key in sorted(runs["as published"].benchmarks):
         for label, data in runs.items():
             bench = data.benchmarks[key]
-            loo = [abs(r.error) for r in suite.leave_one_out(bench)]
-            extrapolated = suite.extrapolation(bench, gap)
+            loo = [abs(r.error) for r in published_scores.leave_one_out(bench)]
+            extrapolated = published_scores.extrapolation(bench, gap)
             table.add_row(key, label, _summary(loo), _summary([abs(r.error) for r in extrapolated]))
             if label == "as published":
                 for r in extrapolated:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from trainclock.planner import validation
-from trainclock.planner.calibrate import load_calibration_data
-from trainclock.planner.hardware import load_catalogue
+from trainclock.planner.calibration.result_files import load_calibration_data
+from trainclock.planner.model.hardware import load_catalogue
+from trainclock.planner.validation import result_file_checks
 
 MLPERF = (Path(__file__).resolve().parents[2] / ".." / "shared" / "mlperf-results").resolve()
 
@@ -33,4 +33,4 @@ def data(mlperf_dir, catalogue):
 
 @pytest.fixture(scope="session")
 def report(data):
-    return validation.validate(data)
+    return result_file_checks.validate(data)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from trainclock.distributed.layout import Layout
-from trainclock.planner.hardware import Accelerator
-from trainclock.planner.plan import Plan
+from trainclock.planner.model.hardware import Accelerator
+from trainclock.planner.model.parallel_plan import Plan
 
 ROUND = Accelerator(
     id="round", name="Round Numbers", peak_flops={"bf16": 100e12, "fp8": 200e12, "fp32": 10e12},

@@ -1,5 +1,5 @@
 """The planner at scale (issue 38): the layouts the submissions ran, read from NVIDIA's config files
-into planner/published_layouts.toml, planned by default at their scale and said so; extrapolation
+into planner/model/published_layouts.toml, planned by default at their scale and said so; extrapolation
 from small systems to at least 4x larger ones inside shared/; evaluation as work over the
 replicas; the sanity line for the seeds' 10,752-GPU system."""
 
@@ -12,14 +12,14 @@ import pytest
 
 from trainclock.commands import plan as plan_command
 from trainclock.errors import UsageError
-from trainclock.planner import suite
-from trainclock.planner.hardware import load_catalogue
-from trainclock.planner.plan import complete
-from trainclock.planner.planning import Planner
-from trainclock.planner.published_layouts import published_layout, published_layouts, reference_figure
-from trainclock.planner.search import SearchResult
-from trainclock.planner.step_time import Efficiency, eval_seconds, step_time
-from trainclock.planner.workload import cost_model
+from trainclock.planner.calibration import published_scores
+from trainclock.planner.model.hardware import load_catalogue
+from trainclock.planner.model.parallel_plan import complete
+from trainclock.planner.model.published_layouts import published_layout, published_layouts, reference_figure
+from trainclock.planner.model.search import SearchResult
+from trainclock.planner.model.step_time import Efficiency, eval_seconds, step_time
+from trainclock.planner.model.workload_view import cost_model
+from trainclock.planner.plan import Planner
 
 SUITE = (Path(__file__).resolve().parents[2] / ".." / "shared" / "mlperf-suite").resolve()
 
@@ -55,11 +55,25 @@ def test_plan_uses_the_submissions_layout_at_its_scale_and_says_when_it_chose_on
     assert Planner(cost_model("gpt3-mini"), load_catalogue(), mlperf_dir).published(h100, 10752) is None
 
 
-def test_a_refusal_says_why_no_layout_can_run(mlperf_dir):
+def test_beyond_the_convergence_data_the_plan_extrapolates_the_progress_and_says_so(mlperf_dir):
+    # 768 replicas of at least one sample: no batch inside the RCPs (2 to 84) runs, so the submission's
+    # batch at this scale, with the progress to target extrapolated along the last two RCP points
     planner = Planner(cost_model("unet3d"), load_catalogue(), mlperf_dir)
     h100 = planner.catalogue["h100-sxm"]
-    with pytest.raises(UsageError, match=r"convergence data's range.*the submission at this scale ran batch 768"):
-        planner.plan(h100, 768, planner.calibrated(h100), {})
+    calibrated = planner.calibrated(h100)
+    predicted, how = planner.plan(h100, 768, calibrated, {})
+    assert how == published_layout("unet3d", "h100-sxm", 768) and predicted.global_batch_size == 768
+    assert "extrapolated from global batch 84 to 768" in predicted.samples_source
+    convergence = planner.convergence()
+    (b0, u0), (b1, u1) = convergence.points[-2:]
+    assert convergence.extended_to(768).units_needed(768) == pytest.approx(u1 + max(0, (u1 - u0) / (b1 - b0)) * (768 - b1))
+    assert convergence.extended_to(b1) is convergence
+    # without a submission at the scale: the smallest batch plain data parallelism runs there
+    searched, how = planner.plan(h100, 384, calibrated, {})
+    assert isinstance(how, SearchResult) and searched.global_batch_size == 384 and "extrapolated" in searched.samples_source
+    # a batch the user gives outside the data is still refused, saying why
+    with pytest.raises(UsageError, match=r"cover only global batch sizes 2 to 84"):
+        planner.plan(h100, 768, calibrated, {}, 1536)
 
 
 def test_plan_prints_the_seeds_figure_and_the_scaling_efficiency_beside_its_prediction(mlperf_dir, monkeypatch,
@@ -82,7 +96,7 @@ def test_evaluation_is_work_over_the_replicas_plus_a_fixed_cost():
     cost = cost_model("unet3d")
     h100 = load_catalogue()["h100-sxm"]
     efficiency = Efficiency(0.2, eval_overhead_s=0.5, eval_compute=0.004)
-    eight, many = (complete(suite.template(h100), {"tp": 1, "pp": 1, "micro_batch": 1, "zero": 0}, n) for n in (8, 72))
+    eight, many = (complete(published_scores.template(h100), {"tp": 1, "pp": 1, "micro_batch": 1, "zero": 0}, n) for n in (8, 72))
     work_8 = eval_seconds(cost, eight, h100, efficiency) - 0.5
     work_72 = eval_seconds(cost, many, h100, efficiency) - 0.5
     # the validation set's samples over 8 and over 72 replicas, whole samples per replica
@@ -92,7 +106,7 @@ def test_evaluation_is_work_over_the_replicas_plus_a_fixed_cost():
 def test_a_fixed_cost_per_step_is_paid_once_per_step_whatever_its_size():
     cost = cost_model("resnet")
     h100 = load_catalogue()["h100-sxm"]
-    plan = complete(suite.template(h100), {"tp": 1, "pp": 1, "micro_batch": 50, "zero": 0}, 64)
+    plan = complete(published_scores.template(h100), {"tp": 1, "pp": 1, "micro_batch": 50, "zero": 0}, 64)
     without = step_time(cost, 3200, plan, h100, Efficiency(0.2))
     with_fixed = step_time(cost, 3200, plan, h100, Efficiency(0.2, step_overhead_s=0.003))
     assert with_fixed.step_s - without.step_s == pytest.approx(0.003)
@@ -101,11 +115,11 @@ def test_a_fixed_cost_per_step_is_paid_once_per_step_whatever_its_size():
 
 @pytest.fixture(scope="module")
 def unet3d(catalogue, mlperf_dir):
-    return suite.load_suite(SUITE, catalogue, lambda: mlperf_dir, only="unet3d").benchmarks["unet3d"]
+    return published_scores.load_suite(SUITE, catalogue, lambda: mlperf_dir, only="unet3d").benchmarks["unet3d"]
 
 
 def test_extrapolation_fits_only_the_small_systems_and_predicts_those_4x_larger(unet3d):
-    rows = suite.extrapolation(unet3d, gap=4)
+    rows = published_scores.extrapolation(unet3d, gap=4)
     assert rows
     for r in rows:
         group = unet3d.groups[r.entry.accelerator.id]
@@ -120,5 +134,5 @@ def test_extrapolation_fits_only_the_small_systems_and_predicts_those_4x_larger(
 
 
 def test_the_suite_can_be_planned_as_the_search_would(catalogue, mlperf_dir):
-    searched = suite.load_suite(SUITE, catalogue, lambda: mlperf_dir, only="unet3d", published_layouts=False)
-    assert all(e.layout_source == suite.SEARCHED for g in searched.benchmarks["unet3d"].groups.values() for e in g)
+    searched = published_scores.load_suite(SUITE, catalogue, lambda: mlperf_dir, only="unet3d", published_layouts=False)
+    assert all(e.layout_source == published_scores.SEARCHED for g in searched.benchmarks["unet3d"].groups.values() for e in g)

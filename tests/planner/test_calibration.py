@@ -4,9 +4,9 @@ worst <= 6% on entries left out of the fit)."""
 
 import pytest
 
-from trainclock.planner import calibrate
-from trainclock.planner.memory import memory_per_accelerator
-from trainclock.planner.validation import EXTRAPOLATE_FROM, GOAL_MEAN_ERROR, GOAL_WORST_ERROR
+from trainclock.planner.calibration import result_files
+from trainclock.planner.model.memory import memory_per_accelerator
+from trainclock.planner.validation.result_file_checks import EXTRAPOLATE_FROM, GOAL_MEAN_ERROR, GOAL_WORST_ERROR
 
 
 def test_every_published_entry_is_calibrated(data):
@@ -62,7 +62,7 @@ def test_leave_one_out_meets_the_goal_in_total_on_entries_left_out_of_the_fit(re
     assert len(report.leave_one_out) == 11
     for row in report.leave_one_out:
         assert row.entry.key not in row.fit.fitted_on  # really left out
-    mean, worst = calibrate.error_summary(report.leave_one_out)
+    mean, worst = result_files.error_summary(report.leave_one_out)
     assert mean <= GOAL_MEAN_ERROR and worst <= GOAL_WORST_ERROR, (mean, worst)
 
 
@@ -73,7 +73,7 @@ def test_fit_on_small_systems_predicts_1536_and_3584_gpus_in_total(report, data)
         assert all(data.entry(key).published.accelerators <= 768 for key in row.fit.fitted_on)
     (big,) = [r for r in report.extrapolation if r.entry.published.accelerators == 3584]
     assert "borrowed" in big.fit.overhead_source  # its own log was left out with it
-    mean, worst = calibrate.error_summary(report.extrapolation)
+    mean, worst = result_files.error_summary(report.extrapolation)
     assert mean <= GOAL_MEAN_ERROR and worst <= GOAL_WORST_ERROR, (mean, worst)
 
 

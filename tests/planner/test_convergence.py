@@ -1,8 +1,8 @@
 import pytest
 
 from trainclock.errors import UsageError
-from trainclock.planner.convergence import eval_interval_samples, load_convergence
-from trainclock.planner.workload import cost_model
+from trainclock.planner.model.convergence import eval_interval_samples, load_convergence
+from trainclock.planner.model.workload_view import cost_model
 from trainclock.workloads.gpt3 import cost as gpt3_cost
 
 COST = cost_model("gpt3-175b")

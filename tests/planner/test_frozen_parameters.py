@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from trainclock.planner.memory import memory_per_accelerator, trained_share
-from trainclock.planner.step_time import Efficiency, optimizer_seconds, step_time
+from trainclock.planner.model.memory import memory_per_accelerator, trained_share
+from trainclock.planner.model.step_time import Efficiency, optimizer_seconds, step_time
 from trainclock.workload.cost_model import SampleFlops, WorkloadCost
 
 from .helpers import accelerator, plan

@@ -1,7 +1,7 @@
 import pytest
 
 from trainclock.errors import DataError, UsageError
-from trainclock.planner.hardware import by_alias, find, load_catalogue, parse_catalogue
+from trainclock.planner.model.hardware import by_alias, find, load_catalogue, parse_catalogue
 
 GOOD = """
 [my-gpu]

@@ -2,12 +2,12 @@ import pytest
 
 from trainclock.distributed.layout import Layout
 from trainclock.errors import UsageError
-from trainclock.planner.cost import HOURS_PER_MONTH, parse_price, run_cost
-from trainclock.planner.plan import complete, parse_layout
-from trainclock.planner.predict import predict
-from trainclock.planner.step_time import Efficiency
-from trainclock.planner.validity import layout_problems, require_valid
-from trainclock.planner.workload import cost_model
+from trainclock.planner.model.feasibility import layout_problems, require_valid
+from trainclock.planner.model.parallel_plan import complete, parse_layout
+from trainclock.planner.model.predict import predict
+from trainclock.planner.model.run_cost import HOURS_PER_MONTH, parse_price, run_cost
+from trainclock.planner.model.step_time import Efficiency
+from trainclock.planner.model.workload_view import cost_model
 
 from .helpers import accelerator, plan
 

@@ -1,7 +1,7 @@
 import pytest
 
-from trainclock.planner.memory import layer_activation_bytes, memory_per_accelerator
-from trainclock.planner.workload import cost_model
+from trainclock.planner.model.memory import layer_activation_bytes, memory_per_accelerator
+from trainclock.planner.model.workload_view import cost_model
 
 from .helpers import accelerator, plan
 

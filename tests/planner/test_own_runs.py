@@ -18,12 +18,12 @@ from rich.console import Console
 
 from trainclock.commands.stored_runs import own_run
 from trainclock.device.system import cpu_identity
-from trainclock.planner.convergence import eval_interval_samples, load_convergence
-from trainclock.planner.hardware import Accelerator, this_cpu
-from trainclock.planner.own_runs import (OwnRun, calibration_runs, cpu_plan, fit, leave_one_out, measured_peaks,
+from trainclock.planner.model.convergence import eval_interval_samples, load_convergence
+from trainclock.planner.model.hardware import Accelerator, this_cpu
+from trainclock.planner.calibration.own_runs import (OwnRun, calibration_runs, cpu_plan, fit, leave_one_out, measured_peaks,
                                          parts, same_machine)
-from trainclock.planner.step_time import Efficiency, eval_seconds, step_time
-from trainclock.planner.workload import cost_model
+from trainclock.planner.model.step_time import Efficiency, eval_seconds, step_time
+from trainclock.planner.model.workload_view import cost_model
 from trainclock.results.queries import FinishedRun
 
 MEMBER = "gpt3-tiny"  # measured target: 393,216 tokens (3,072 samples of 128) in its reference runs

@@ -7,10 +7,10 @@ import pytest
 
 from trainclock.commands import plan
 from trainclock.errors import DataError, UsageError
-from trainclock.planner.hardware import load_catalogue
-from trainclock.planner.plan import parse_layout
-from trainclock.planner.planning import Planner
-from trainclock.planner.workload import cost_model
+from trainclock.planner.model.hardware import load_catalogue
+from trainclock.planner.model.parallel_plan import parse_layout
+from trainclock.planner.model.workload_view import cost_model
+from trainclock.planner.plan import Planner
 
 
 @pytest.fixture

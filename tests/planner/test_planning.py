@@ -1,11 +1,12 @@
 import pytest
 
 from trainclock.errors import DataError, UsageError
-from trainclock.planner import calibrate, hardware
-from trainclock.planner.plan import Plan
-from trainclock.planner.planning import Calibrated, Planner
-from trainclock.planner.step_time import Efficiency
-from trainclock.planner.workload import cost_model
+from trainclock.planner.calibration import Calibrated, own_runs
+from trainclock.planner.model import hardware
+from trainclock.planner.model.parallel_plan import Plan
+from trainclock.planner.model.step_time import Efficiency
+from trainclock.planner.model.workload_view import cost_model
+from trainclock.planner.plan import Planner
 from trainclock.workloads.gpt3 import cost as gpt3_cost
 
 from .helpers import accelerator
@@ -28,7 +29,7 @@ def test_this_cpu_uses_trainclocks_own_reference_runs(monkeypatch):
     cpu = accelerator(id=hardware.THIS_CPU, accelerators_per_node=1, inter_node_bandwidth=0.0)
     calibrated = Planner(cost_model("gpt3-mini"), {}).calibrated(cpu)
     assert calibrated.efficiency.compute == 0.3  # the median of the member's reference runs
-    assert (calibrated.template.zero, calibrated.template.overlap) == (calibrate.CPU_LAYOUT["zero"], False)
+    assert (calibrated.template.zero, calibrated.template.overlap) == (own_runs.CPU_LAYOUT["zero"], False)
     assert "gpt3-mini reference runs" in calibrated.source
 
 

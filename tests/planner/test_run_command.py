@@ -10,10 +10,10 @@ import pytest
 from trainclock.commands import run as run_command_line
 from trainclock.distributed.layout import Layout
 from trainclock.errors import UsageError
-from trainclock.planner.predict import predict
-from trainclock.planner.run_command import run_command
-from trainclock.planner.step_time import Efficiency
-from trainclock.planner.workload import cost_model
+from trainclock.planner.model.predict import predict
+from trainclock.planner.model.step_time import Efficiency
+from trainclock.planner.model.workload_view import cost_model
+from trainclock.planner.output.run_command import run_command
 
 from .helpers import accelerator, plan
 

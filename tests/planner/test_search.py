@@ -1,10 +1,10 @@
 import pytest
 
 from trainclock.errors import UsageError
-from trainclock.planner import search
-from trainclock.planner.plan import Plan
-from trainclock.planner.step_time import Efficiency
-from trainclock.planner.validity import layout_problems
+from trainclock.planner.model import search
+from trainclock.planner.model.feasibility import layout_problems
+from trainclock.planner.model.parallel_plan import Plan
+from trainclock.planner.model.step_time import Efficiency
 
 EFF = Efficiency(0.45, eval_overhead_s=2.0)
 TEMPLATE = Plan(sequence_parallel=True, recompute="selective", zero=1, overlap=True, precision="fp8")
@@ -47,3 +47,16 @@ def test_nothing_fits_is_a_one_line_error_with_the_numbers(data, catalogue):
                                          r"[\d,.]+ GB per accelerator of 72.0 GB usable") as info:
         search.require_some(result, data.cost, catalogue["a100-80gb"], 8, 1536)
     assert "\n" not in str(info.value)
+
+
+def test_a_data_parallel_plan_may_train_each_replicas_whole_share_at_once(catalogue, mlperf_dir):
+    from trainclock.planner.model.convergence import load_convergence
+    from trainclock.planner.model.workload_view import cost_model
+
+    cost = cost_model("resnet")
+    found = search.search(cost, catalogue["h100-sxm"], 16, Efficiency(0.3), Plan(recompute="none", zero=0),
+                          {"tp": 1, "pp": 1, "zero": 0}, 3328, load_convergence(cost, lambda: mlperf_dir))
+    shares = {p.plan.micro_batch for p in found.ranked}
+    assert 3328 // 16 in shares and set(cost.micro_batch_choices) & shares
+    # no gradient accumulation: the gradients' reduction overlaps the whole backward, so it ranks first
+    assert found.ranked[0].plan.micro_batch == 3328 // 16 and found.ranked[0].step.micro_batches == 1

@@ -2,15 +2,15 @@
 
 import pytest
 
-from trainclock.planner import calibrate
-from trainclock.planner.sensitivity import sensitivities
+from trainclock.planner.calibration import result_files
+from trainclock.planner.model.sensitivity import sensitivities
 
 
 @pytest.fixture(scope="module")
 def prediction(data):
     entry = data.entry("v3.0/coreweave_hgxh100_n448_ngc23.04_pytorch")
-    fits = calibrate.fit(data)
-    return calibrate.entry_prediction(data, entry, fits[entry.stack.id].efficiency)
+    fits = result_files.fit(data)
+    return result_files.entry_prediction(data, entry, fits[entry.stack.id].efficiency)
 
 
 def test_each_assumption_moves_the_prediction_the_way_physics_says(prediction):

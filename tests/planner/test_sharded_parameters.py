@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from trainclock.planner.memory import memory_per_accelerator
-from trainclock.planner.search import search
-from trainclock.planner.step_time import Efficiency, micro_batch_times, optimizer_seconds, step_time
+from trainclock.planner.model.memory import memory_per_accelerator
+from trainclock.planner.model.search import search
+from trainclock.planner.model.step_time import Efficiency, micro_batch_times, optimizer_seconds, step_time
 from trainclock.workload.cost_model import SampleFlops, WorkloadCost
 
 from .helpers import accelerator, plan

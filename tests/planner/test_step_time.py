@@ -2,10 +2,10 @@ import math
 
 import pytest
 
-from trainclock.planner import collectives as comm
-from trainclock.planner.predict import predict
-from trainclock.planner.step_time import Efficiency, eval_seconds, micro_batch_times, optimizer_seconds, step_time
-from trainclock.planner.workload import cost_model
+from trainclock.planner.model import collectives as comm
+from trainclock.planner.model.predict import predict
+from trainclock.planner.model.step_time import Efficiency, eval_seconds, micro_batch_times, optimizer_seconds, step_time
+from trainclock.planner.model.workload_view import cost_model
 from trainclock.workload.cost_model import WorkloadCost
 
 from .helpers import accelerator, plan
@@ -129,7 +129,7 @@ def test_data_parallel_traffic_is_a_ring_all_reduce_of_the_gradients_and_overlap
 
 
 def test_the_gather_overlap_is_a_layout_key():
-    from trainclock.planner.plan import Plan, parse_layout
+    from trainclock.planner.model.parallel_plan import Plan, parse_layout
 
     given = parse_layout("tp=4,gather=off")
     assert given == {"tp": 4, "gather_overlap": False}
@@ -150,3 +150,36 @@ def test_evaluation_is_a_forward_pipeline_plus_the_fixed_overhead():
     mb = micro_batch_times(SMALL, layout, accelerator(), eff)
     seconds = eval_seconds(SMALL, layout, accelerator(), eff)  # 5659 validation sequences
     assert seconds == pytest.approx(math.ceil(5659 / 4) * mb.forward + 1.5)
+
+
+def test_an_all_reduce_across_nodes_reduces_inside_each_node_first_where_that_is_faster():
+    acc = accelerator()  # 8 per node, 100 GB/s inside, 10 GB/s out, no latency
+    fabric, network = comm.Link(100e9 * comm.LINK_EFFICIENCY, 0.0), comm.Link(10e9 * comm.LINK_EFFICIENCY, 0.0)
+    # inside one node: the plain all-reduce over the fabric
+    assert comm.group_all_reduce_seconds(8e9, acc, (1, 8)) == comm.all_reduce_seconds(8e9, 8, fabric)
+    # 64 ranks on 8 nodes: reduce-scatter and all-gather over the fabric among the node's 8, and each
+    # rank's eighth across the 8 nodes through its own port
+    hierarchical = 2 * comm.reduce_scatter_seconds(8e9, 8, fabric) + comm.all_reduce_seconds(1e9, 8, network)
+    assert comm.group_all_reduce_seconds(8e9, acc, (1, 64)) == pytest.approx(hierarchical)
+    assert hierarchical < comm.all_reduce_seconds(8e9, 64, network)
+    # a stride of 4 leaves 2 of the group's ranks on each node: each sends half across
+    two = 2 * comm.reduce_scatter_seconds(8e9, 2, fabric) + comm.all_reduce_seconds(4e9, 8, network)
+    assert comm.group_all_reduce_seconds(8e9, acc, (4, 16)) == pytest.approx(two)
+    # one rank per node: nothing to gain inside, the flat all-reduce over the network
+    assert comm.group_all_reduce_seconds(8e9, acc, (8, 8)) == pytest.approx(comm.all_reduce_seconds(8e9, 8, network))
+
+
+def test_a_model_declared_as_one_block_leaves_its_gradients_in_buckets_by_size():
+    from trainclock.planner.model.step_time import BUCKET_BYTES, gradient_buckets
+
+    one_block = cost_model("resnet")
+    assert one_block.layers == 1
+    layout = plan(dp=8).layout
+    assert gradient_buckets(one_block, layout, 10 * BUCKET_BYTES) == 10
+    assert gradient_buckets(one_block, layout, BUCKET_BYTES / 2) == 1
+    assert gradient_buckets(SMALL, layout, 10 * BUCKET_BYTES) == 12  # a layered model: one bucket per layer
+    # so its reduction overlaps the backward: with a slow backward only the last bucket waits
+    slow = step_time(one_block, 8 * 64, plan(dp=8, micro_batch=64, recompute="none", zero=0), accelerator(),
+                     Efficiency(0.01))
+    buckets = gradient_buckets(one_block, layout, one_block.parameter_count * 2)
+    assert buckets > 1 and slow.dp_exposed_s == pytest.approx(slow.dp_comm_s / buckets)

@@ -11,31 +11,31 @@ from pathlib import Path
 import pytest
 
 from trainclock.errors import DataError
-from trainclock.planner import suite
-from trainclock.planner.planning import Planner
-from trainclock.planner.suite_validation import same_hardware_spread, validate_suite
-from trainclock.planner.workload import cost_model
+from trainclock.planner.calibration import published_scores
+from trainclock.planner.model.workload_view import cost_model
+from trainclock.planner.plan import Planner
+from trainclock.planner.validation.score_checks import same_hardware_spread, validate_suite
 
 SUITE = (Path(__file__).resolve().parents[2] / ".." / "shared" / "mlperf-suite").resolve()
 
 
 @pytest.fixture(scope="module")
 def resnet(catalogue, mlperf_dir):
-    data = suite.load_suite(suite.suite_dir(SUITE), catalogue, lambda: mlperf_dir, only="resnet")
+    data = published_scores.load_suite(published_scores.suite_dir(SUITE), catalogue, lambda: mlperf_dir, only="resnet")
     return data.benchmarks["resnet"]
 
 
 def test_the_published_table_is_read_and_the_uncalibratable_entries_are_counted(catalogue, mlperf_dir):
-    rows = suite.read_scores(SUITE)
+    rows = published_scores.read_scores(SUITE)
     assert len(rows) == 194 and {r.benchmark for r in rows} >= {"bert", "resnet", "unet3d", "dlrm_dcnv2", "gpt3"}
-    data = suite.load_suite(SUITE, catalogue, lambda: mlperf_dir, only="resnet")
+    data = published_scores.load_suite(SUITE, catalogue, lambda: mlperf_dir, only="resnet")
     calibrated = sum(len(entries) for entries in data.benchmarks["resnet"].groups.values())
     assert calibrated + sum(data.left_out.values()) == sum(r.benchmark == "resnet" for r in rows)
     assert data.left_out["CPUs only (no accelerator)"] == 0 or "resnet" in {r.benchmark for r in rows if r.count == 0}
 
 
 def test_a_fit_reproduces_its_entries_and_the_evaluation_log(resnet):
-    fit = suite.fit_group(resnet, "h100-sxm")
+    fit = published_scores.fit_group(resnet, "h100-sxm")
     assert "fitted to Dell/XE9680x8H100-SXM-80GB's log" == fit.overhead_source
     errors = [abs(e.predicted_minutes(fit.efficiency) / e.row.score_minutes - 1) for e in resnet.groups["h100-sxm"]]
     assert sorted(errors)[len(errors) // 2] < 0.05  # the median entry within 5%
@@ -43,12 +43,12 @@ def test_a_fit_reproduces_its_entries_and_the_evaluation_log(resnet):
 
 
 def test_leave_one_out_fits_without_the_entry_it_predicts(resnet):
-    rows = suite.leave_one_out(resnet)
+    rows = published_scores.leave_one_out(resnet)
     assert rows and all(r.entry.row.key not in r.fit.fitted_on for r in rows)
     # leaving out the timing log's own entry takes the evaluation overhead away from that log
     dell = next(r for r in rows if r.entry.row.key == "Dell/XE9680x8H100-SXM-80GB")
     assert "Dell" not in dell.fit.overhead_source
-    everything = suite.fit_group(resnet, "h100-sxm")
+    everything = published_scores.fit_group(resnet, "h100-sxm")
     assert dell.fit.efficiency != everything.efficiency
     for r in rows:  # the prediction is the left-out fit's, not the fit on everything
         assert r.predicted_min == pytest.approx(r.entry.predicted_minutes(r.fit.efficiency))
@@ -84,23 +84,23 @@ def test_a_benchmark_plans_with_its_own_calibration_or_says_what_stands_in(catal
 
 def test_a_system_of_smaller_nodes_plans_on_the_nodes_it_has(catalogue):
     h100 = catalogue["h100-sxm"]
-    two_of_four = suite.ScoreRow("resnet", "closed", "Dell", "2xXE8640x4H100-SXM-80GB", h100.name, 8, 14.0, nodes=2)
+    two_of_four = published_scores.ScoreRow("resnet", "closed", "Dell", "2xXE8640x4H100-SXM-80GB", h100.name, 8, 14.0, nodes=2)
     assert two_of_four.on_its_nodes(h100).accelerators_per_node == 4
-    eight_of_eight = suite.ScoreRow("resnet", "closed", "NVIDIA", "Eos_n8", h100.name, 64, 2.5, nodes=8)
+    eight_of_eight = published_scores.ScoreRow("resnet", "closed", "NVIDIA", "Eos_n8", h100.name, 64, 2.5, nodes=8)
     assert eight_of_eight.on_its_nodes(h100) == h100
-    rows = {(r.submitter, r.system, r.benchmark): r for r in suite.read_scores(SUITE)}
+    rows = {(r.submitter, r.system, r.benchmark): r for r in published_scores.read_scores(SUITE)}
     assert rows[("Dell", "2xXE8640x4H100-SXM-80GB", "resnet")].nodes == 2
 
 
 def test_bad_or_missing_scores_are_one_line_errors(tmp_path, monkeypatch):
     with pytest.raises(DataError, match="no published_v3.1_scores.csv in"):
-        suite.suite_dir(tmp_path)
-    shutil.copy(SUITE / suite.SCORES_CSV, tmp_path / suite.SCORES_CSV)
-    text = (tmp_path / suite.SCORES_CSV).read_text().splitlines()
-    (tmp_path / suite.SCORES_CSV).write_text("\n".join([text[0], text[1].replace(",", ";", 3)]) + "\n")
+        published_scores.suite_dir(tmp_path)
+    shutil.copy(SUITE / published_scores.SCORES_CSV, tmp_path / published_scores.SCORES_CSV)
+    text = (tmp_path / published_scores.SCORES_CSV).read_text().splitlines()
+    (tmp_path / published_scores.SCORES_CSV).write_text("\n".join([text[0], text[1].replace(",", ";", 3)]) + "\n")
     with pytest.raises(DataError, match="unreadable published scores") as e:
-        suite.read_scores(tmp_path)
+        published_scores.read_scores(tmp_path)
     assert "\n" not in str(e.value)
-    monkeypatch.setenv(suite.ENV_VAR, str(tmp_path / "elsewhere"))
+    monkeypatch.setenv(published_scores.ENV_VAR, str(tmp_path / "elsewhere"))
     with pytest.raises(DataError, match="elsewhere"):
-        suite.suite_dir()
+        published_scores.suite_dir()

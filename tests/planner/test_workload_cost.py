@@ -6,12 +6,12 @@ from dataclasses import dataclass
 import pytest
 
 from trainclock.errors import DataError
-from trainclock.planner import search
-from trainclock.planner.convergence import load_convergence
-from trainclock.planner.memory import memory_per_accelerator
-from trainclock.planner.plan import Plan
-from trainclock.planner.step_time import Efficiency
-from trainclock.planner.validity import layout_problems
+from trainclock.planner.model import search
+from trainclock.planner.model.convergence import load_convergence
+from trainclock.planner.model.feasibility import layout_problems
+from trainclock.planner.model.memory import memory_per_accelerator
+from trainclock.planner.model.parallel_plan import Plan
+from trainclock.planner.model.step_time import Efficiency
 from trainclock.workload.cost_model import ConvergencePoints, SampleFlops, WorkloadCost
 
 from .helpers import accelerator, plan

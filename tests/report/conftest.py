@@ -67,11 +67,11 @@ def injected_db_url(tmp_path_factory, store_file) -> str:
 @pytest.fixture(scope="session")
 def planner_curve_file(tmp_path_factory) -> Path:
     """A curve predicted by the planner itself, saved the way `trainclock plan --sweep --save` does."""
-    from trainclock.planner import sweep
-    from trainclock.planner.cost import parse_price
-    from trainclock.planner.hardware import load_catalogue
-    from trainclock.planner.planning import Planner
-    from trainclock.planner.workload import cost_model
+    from trainclock.planner.output import scaling_curve as sweep
+    from trainclock.planner.model.run_cost import parse_price
+    from trainclock.planner.model.hardware import load_catalogue
+    from trainclock.planner.plan import Planner
+    from trainclock.planner.model.workload_view import cost_model
 
     catalogue = load_catalogue([])
     accelerator = catalogue["h100-sxm"]

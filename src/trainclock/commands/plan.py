@@ -27,7 +27,7 @@ def register(sub) -> None:
     plan.add_argument("--stack", help="calibration to use, e.g. h100-sxm/v3.1 (default: the accelerator's latest)")
     plan.add_argument("--efficiency", type=float, help="fraction of peak FLOP/s the matmuls reach, overriding calibration")
     plan.add_argument("--hardware", type=Path, action="append", default=[], metavar="FILE",
-                      help="TOML file of more accelerators (repeatable); see planner/catalogue.toml for the form")
+                      help="TOML file of more accelerators (repeatable); see planner/model/catalogue.toml for the form")
     plan.add_argument("--mlperf-results", type=Path, metavar="DIR",
                       help="folder laid out as shared/mlperf-results (default: found beside the repository)")
     plan.add_argument("--save", type=Path, help="write the --sweep curve here, atomically (.json or .csv)")
@@ -40,8 +40,8 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from trainclock.planner import tables
-    from trainclock.planner.hardware import THIS_CPU, load_catalogue
+    from trainclock.planner.output import tables
+    from trainclock.planner.model.hardware import THIS_CPU, load_catalogue
 
     catalogue = load_catalogue(args.hardware)
     if args.list_hardware:
@@ -59,7 +59,7 @@ def main(args) -> int:
     if args.save and not args.sweep:
         raise UsageError("--save writes a scaling curve: use it with --sweep")
     if args.save:
-        from trainclock.planner.sweep import check_save_path
+        from trainclock.planner.output.scaling_curve import check_save_path
 
         check_save_path(args.save)
     for flag, value in (("--gbs", args.gbs), ("--tokens", args.tokens), ("--top", args.top)):
@@ -70,8 +70,8 @@ def main(args) -> int:
 
 
 def _planner(args, catalogue, own_runs):
-    from trainclock.planner.planning import Planner
-    from trainclock.planner.workload import cost_model
+    from trainclock.planner.plan import Planner
+    from trainclock.planner.model.workload_view import cost_model
 
     return Planner(cost_model(args.benchmark), catalogue, args.mlperf_results, own_runs)
 
@@ -90,20 +90,20 @@ def _own_runs(args):
 
 
 def _layout_fields(args) -> dict[str, object]:
-    from trainclock.planner.plan import parse_layout
+    from trainclock.planner.model.parallel_plan import parse_layout
 
     return parse_layout(args.layout) if args.layout else {}
 
 
 def _price(args, accelerator):
-    from trainclock.planner.cost import parse_price
+    from trainclock.planner.model.run_cost import parse_price
 
     return parse_price(args.price, accelerator) if args.price else None
 
 
 def _plan(args, planner, accelerator) -> int:
-    from trainclock.planner import tables
-    from trainclock.planner.cost import run_cost
+    from trainclock.planner.output import tables
+    from trainclock.planner.model.run_cost import run_cost
 
     given, price = _layout_fields(args), _price(args, accelerator)
     calibrated = planner.calibrated(accelerator, args.stack, args.efficiency)
@@ -115,8 +115,8 @@ def _plan(args, planner, accelerator) -> int:
 
 def _print_reference(args, planner, accelerator, calibrated, given, prediction) -> None:
     """Where others published a figure for this very system: the prediction beside it."""
-    from trainclock.planner import tables
-    from trainclock.planner.published_layouts import reference_figure
+    from trainclock.planner.output import tables
+    from trainclock.planner.model.published_layouts import reference_figure
 
     figure = reference_figure(planner.cost.benchmark, accelerator.id, args.count) if planner.full_size else None
     if figure is None or args.tokens is not None:  # trained as far as --tokens says: not the published run
@@ -127,7 +127,8 @@ def _print_reference(args, planner, accelerator, calibrated, given, prediction) 
 
 
 def _sweep(args, planner, accelerator) -> int:
-    from trainclock.planner import sweep, tables
+    from trainclock.planner.output import scaling_curve as sweep
+    from trainclock.planner.output import tables
 
     given, price = _layout_fields(args), _price(args, accelerator)
     calibrated = planner.calibrated(accelerator, args.stack, args.efficiency)
@@ -147,8 +148,10 @@ def _sweep(args, planner, accelerator) -> int:
 
 
 def _validate(args, catalogue) -> int:
-    from trainclock.planner import calibrate, tables, validation
-    from trainclock.planner.mlperf_data import results_dir
+    from trainclock.planner.calibration import result_files as calibrate
+    from trainclock.planner.output import tables
+    from trainclock.planner.validation import result_file_checks as validation
+    from trainclock.planner.calibration.mlperf_data import results_dir
 
     data = calibrate.load_calibration_data(results_dir(args.mlperf_results), catalogue)
     report = validation.validate(data)
@@ -156,9 +159,9 @@ def _validate(args, catalogue) -> int:
     # the other benchmarks: their published scores, fitted per accelerator (no goal yet: see the spread)
     from trainclock.console import table_console
     from trainclock.errors import DataError
-    from trainclock.planner.suite import suite_dir
-    from trainclock.planner.suite_tables import print_suite_validation
-    from trainclock.planner.suite_validation import validate_suite
+    from trainclock.planner.calibration.published_scores import suite_dir
+    from trainclock.planner.output.score_tables import print_suite_validation
+    from trainclock.planner.validation.score_checks import validate_suite
 
     try:
         suite = validate_suite(suite_dir(), catalogue, lambda: results_dir(args.mlperf_results))
@@ -173,12 +176,12 @@ def _validate(args, catalogue) -> int:
 def _validate_own_runs(args, console) -> None:
     """This machine's CPU tiers against trainclock's own runs in the results store."""
     from trainclock.device.system import cpu_identity
-    from trainclock.planner.convergence import load_convergence
-    from trainclock.planner.hardware import this_cpu
-    from trainclock.planner.mlperf_data import results_dir
-    from trainclock.planner.own_runs import leave_one_out, measured_peaks
-    from trainclock.planner.own_runs_tables import print_own_runs
-    from trainclock.planner.workload import cost_model
+    from trainclock.planner.model.convergence import load_convergence
+    from trainclock.planner.model.hardware import this_cpu
+    from trainclock.planner.calibration.mlperf_data import results_dir
+    from trainclock.planner.calibration.own_runs import leave_one_out, measured_peaks
+    from trainclock.planner.output.own_run_tables import print_own_runs
+    from trainclock.planner.model.workload_view import cost_model
 
     mine, stored = _own_runs(args)
     checks = leave_one_out(mine, this_cpu(*measured_peaks(mine)), cost_model,

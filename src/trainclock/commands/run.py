@@ -213,9 +213,9 @@ def _dry_run(args, workload, member: str, layout) -> int:
     import torch
 
     from trainclock.distributed import dry_run
-    from trainclock.planner import hardware
-    from trainclock.planner.memory import RUNTIME_RESERVE, memory_per_accelerator
-    from trainclock.planner.plan import Plan
+    from trainclock.planner.model import hardware
+    from trainclock.planner.model.memory import RUNTIME_RESERVE, memory_per_accelerator
+    from trainclock.planner.model.parallel_plan import Plan
 
     if args.resume or args.runs > 1 or args.node_rank or args.rdzv:
         raise UsageError("--dry-run stands in for rank 0 of the whole job once and trains nothing: "

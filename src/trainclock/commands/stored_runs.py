@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from trainclock.errors import UsageError
-from trainclock.planner.own_runs import OwnRun
+from trainclock.planner.calibration.own_runs import OwnRun
 from trainclock.results.queries import FinishedRun
 from trainclock.workload import registry
 
@@ -48,7 +48,7 @@ def read_this_machines_runs(db: str | None) -> StoredRuns:
     """The stored runs timed on this kind of CPU in one process (what this-cpu calibrates on), the
     others counted as left out; DataError if the store cannot be read."""
     from trainclock.device.system import cpu_identity
-    from trainclock.planner.own_runs import same_machine
+    from trainclock.planner.calibration.own_runs import same_machine
 
     stored = read_stored_runs(db)
     cpu = cpu_identity()  # reads /proc/cpuinfo: once, not per run

@@ -1,137 +1,145 @@
-"""A plan: how a model is laid out over accelerators (the Layout `trainclock run` takes: tensor,
-pipeline and data parallelism, FSDP, the pipeline schedule) plus what the planner also chooses
-and `trainclock run` does not (yet): micro-batch, sequence parallelism, recomputation, optimizer
-sharding short of FSDP, overlap and the matmul precision.
-
-Ranks follow the layout's mesh: tensor-parallel fastest, then data-parallel, then pipeline
-(Megatron's default), so a tensor-parallel group sits inside a node whenever it fits in one."""
+"""From a question (workload member, accelerator, count, optional batch, layout, progress to
+train) to a prediction: which calibration applies, which layout (given or the best found), how far
+to train."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+import math
+from collections.abc import Sequence
+from functools import cached_property
+from pathlib import Path
 
-from trainclock.distributed.layout import Layout
 from trainclock.errors import UsageError
-from trainclock.planner.hardware import PRECISIONS
-from trainclock.workload.cost_model import RECOMPUTE
+from trainclock.planner import calibration
+from trainclock.planner.calibration import Calibrated, published_scores, result_files
+from trainclock.planner.calibration.mlperf_data import results_dir
+from trainclock.planner.calibration.own_runs import OwnRun, OwnRunsSource, measured_peaks
+from trainclock.planner.model import hardware, search
+from trainclock.planner.model.convergence import ConvergenceModel, load_convergence
+from trainclock.planner.model.feasibility import layout_problems, require_valid
+from trainclock.planner.model.hardware import THIS_CPU, Accelerator
+from trainclock.planner.model.parallel_plan import complete
+from trainclock.planner.model.predict import Prediction, predict
+from trainclock.planner.model.published_layouts import PublishedLayout, published_layout
+from trainclock.planner.model.workload_view import cost_model
+from trainclock.workload.cost_model import WorkloadCost
 
-LAYOUT_FIELDS = ("tp", "pp", "dp", "vp")  # --layout keys that set the Layout itself
-# --layout keys and the fields they set (of the Layout, or of the Plan)
-_KEYS = {"tp": "tp", "pp": "pp", "dp": "dp", "mb": "micro_batch", "vp": "vp", "sp": "sequence_parallel",
-         "recompute": "recompute", "zero": "zero", "overlap": "overlap", "gather": "gather_overlap",
-         "precision": "precision"}
-_BOOLS = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
+# How a plan's layout was chosen: by the search (its result), as a submission ran it, or given (None).
+LayoutChoice = search.SearchResult | PublishedLayout | None
 
+class Planner:
+    """Answers plans for one workload member; loads the MLPerf data only if a plan needs it."""
 
-@dataclass(frozen=True)
-class Plan:
-    """`zero` decides the layout's FSDP (zero 3 shards weights too: FSDP) and `layout.vp` its
-    schedule (interleaved 1F1B with vp > 1, else 1F1B: the schedules the step-time model knows);
-    both are set here, whatever the layout given said."""
+    def __init__(self, cost: WorkloadCost, catalogue: dict[str, Accelerator], mlperf_dir: Path | None = None,
+                 own_runs: Sequence[OwnRun] = ()) -> None:
+        self.cost = cost
+        self.catalogue = catalogue
+        self._mlperf_dir = mlperf_dir
+        self.own_runs = own_runs  # trainclock's stored runs on this machine: this-cpu's calibration
+        # the calibration sources, tried in this order (calibration/__init__.py)
+        self.sources: tuple[calibration.Source, ...] = (
+            OwnRunsSource(own_runs, self.convergence),
+            calibration.GivenEfficiency(),
+            published_scores.PublishedScoresSource(catalogue, self.mlperf_folder),
+            result_files.ResultFilesSource(catalogue, self.mlperf_folder),
+        )
 
-    layout: Layout = field(default_factory=Layout)
-    micro_batch: int = 1  # samples per forward/backward
-    sequence_parallel: bool = False  # shard LayerNorm/dropout activations over the TP group
-    recompute: str = "selective"  # none | selective (the cheap-to-recompute part) | full (whole layer)
-    zero: int = 1  # 0 nothing sharded over DP; 1 optimizer states; 2 and gradients; 3 and weights (FSDP)
-    overlap: bool = True  # DP reduce/gather and pipeline sends overlap compute (bucketed, asynchronous)
-    # With zero 1/2 and overlap: the updated weights' all-gather hides behind the next forward, or
-    # (off) runs whole after the optimizer step, as distributed optimizers did before they could
-    # overlap it (Megatron's --overlap-param-gather).
-    gather_overlap: bool = True
-    precision: str = "bf16"  # of the matmuls with weights: fp8, bf16 or fp32
+    def accelerator(self, accelerator_id: str) -> Accelerator:
+        """The catalogue's accelerator; this-cpu at the matmul peaks its calibration runs measured
+        (a plan calibrated on them divides by the same), measured now where none are stored."""
+        if accelerator_id != THIS_CPU:
+            return hardware.find(self.catalogue, accelerator_id)
+        import torch  # lazily: planning a cluster never loads torch
 
-    def __post_init__(self) -> None:
-        schedule = "interleaved-1f1b" if self.layout.vp > 1 else "1f1b"
-        if (self.layout.fsdp, self.layout.pp_schedule) != (self.zero == 3, schedule):
-            object.__setattr__(self, "layout", replace(self.layout, fsdp=self.zero == 3, pp_schedule=schedule))
+        return hardware.this_cpu(*measured_peaks(self.own_runs, self.cost.name, torch.get_num_threads()))
 
-    @property
-    def accelerators(self) -> int:
-        return self.layout.world_size
+    def mlperf_folder(self) -> Path:
+        return results_dir(self._mlperf_dir)
 
-    def micro_batches(self, global_batch_size: int) -> int:
-        """Micro-batches each pipeline runs per optimizer step (gradient accumulation steps)."""
-        return global_batch_size // (self.layout.dp * self.micro_batch)
+    def convergence(self) -> ConvergenceModel:
+        return load_convergence(self.cost, self.mlperf_folder)
 
-    def describe(self) -> str:
-        """As --layout takes it."""
-        onoff = {True: "on", False: "off"}
-        layout = self.layout
-        return (f"tp={layout.tp},pp={layout.pp},dp={layout.dp},vp={layout.vp},mb={self.micro_batch},"
-                f"sp={onoff[self.sequence_parallel]},recompute={self.recompute},zero={self.zero},"
-                f"overlap={onoff[self.overlap]},{'' if self.gather_overlap else 'gather=off,'}precision={self.precision}")
+    def calibrated(self, accelerator: Accelerator, stack: str | None = None, efficiency: float | None = None) -> Calibrated:
+        """`efficiency` (--efficiency) overrides the fit; `stack` (--stack) picks a calibration;
+        by default the first of the sources that applies (calibration/__init__.py)."""
+        return calibration.calibrate(calibration.Request(self.cost, accelerator, stack, efficiency), self.sources)
 
-    def short(self) -> str:
-        """For tables: "tp4 pp8 dp112 vp12 mb1 sp sel z1 ovl fp8"."""
-        layout = self.layout
-        flags = [*(["sp"] if self.sequence_parallel else []), {"none": "norc", "selective": "sel", "full": "full"}[self.recompute],
-                 f"z{self.zero}", *(["ovl"] if self.overlap else []), *([] if self.gather_overlap else ["ag-after"]),
-                 self.precision]
-        return f"tp{layout.tp} pp{layout.pp} dp{layout.dp} vp{layout.vp} mb{self.micro_batch} " + " ".join(flags)
+    @cached_property
+    def full_size(self) -> bool:
+        """Whether the member is its benchmark's full size: the one MLPerf submissions run."""
+        return self.cost.name == cost_model(self.cost.benchmark).name
 
+    def published(self, accelerator: Accelerator, count: int) -> PublishedLayout | None:
+        """How the benchmark's submission on `count` x `accelerator` ran, where a configuration
+        file says (full-size members only)."""
+        return published_layout(self.cost.benchmark, accelerator.id, count) if self.full_size else None
 
-def spans_nodes(group: tuple[int, int], accelerators_per_node: int) -> bool:
-    stride, size = group
-    return size > 1 and stride * size > accelerators_per_node
+    def plan(self, accelerator: Accelerator, count: int, calibrated: Calibrated, given: dict[str, object],
+             global_batch_size: int | None = None, units: float | None = None) -> tuple[Prediction, LayoutChoice]:
+        """With a --layout (`given`, the rest from the stack's template): that layout, even if it
+        does not fit in memory (the prediction says so), at the given batch or the best of its
+        candidate batches. Without a layout or batch, at a count a submission ran: its batch and
+        layout (and the PublishedLayout as the second item), unless they cannot run here. Else: the
+        best layout the search finds, and the search. `units` (--tokens): train that far instead
+        of what the convergence model says."""
+        if count < 1:
+            raise UsageError(f"--count must be at least 1, got {count}")
+        if count > accelerator.accelerators_per_node and accelerator.inter_node_bandwidth == 0:
+            raise UsageError(f"{accelerator.id} has no inter-node network in the catalogue, so at most "
+                             f"{accelerator.accelerators_per_node} of them; lower --count")
+        convergence = None if units is not None else calibrated.convergence or self.convergence()
+        given = {**calibrated.fixed, **given}
+        published = self.published(accelerator, count) if not given and global_batch_size is None else None
+        published_problem = ""
+        if published is not None:
+            try:
+                return self._given(accelerator, count, calibrated, published.layout, published.global_batch_size,
+                                   units, convergence), published
+            except UsageError as e:  # e.g. its batch lies outside the convergence data: the search decides
+                published_problem = (f"; the submission at this scale ran batch {published.global_batch_size:,} "
+                                     f"({published.source}), which the planner cannot: {e}")
+        if not given:
+            result = search.search(self.cost, accelerator, count, calibrated.efficiency, calibrated.template, {},
+                                   global_batch_size, convergence, units)
+            if not result.ranked and convergence is not None and global_batch_size is None:
+                beyond = self._beyond_convergence(accelerator, count, calibrated, published, convergence)
+                if beyond is not None:
+                    return beyond
+            try:
+                search.require_some(result, self.cost, accelerator, count, global_batch_size)
+            except UsageError as e:
+                raise UsageError(f"{e}{published_problem}") from None
+            return result.ranked[0], result
+        return self._given(accelerator, count, calibrated, given, global_batch_size, units, convergence), None
 
+    def _beyond_convergence(self, accelerator: Accelerator, count: int, calibrated: Calibrated,
+                            published: PublishedLayout | None,
+                            convergence: ConvergenceModel) -> tuple[Prediction, LayoutChoice] | None:
+        """Where no batch inside the convergence data can run on `count` accelerators (each replica
+        needs a whole sample, so the smallest batch a layout runs lies above the largest convergence
+        point): the submission's batch at this scale, or else the smallest batch that plain data
+        parallelism runs, with the progress to target extrapolated to it (ConvergenceModel.extended_to,
+        which the prediction's progress source says). None where no layout runs even so."""
+        if published is not None and published.global_batch_size > convergence.batch_range[1]:
+            try:
+                return self._given(accelerator, count, calibrated, published.layout, published.global_batch_size,
+                                   None, convergence.extended_to(published.global_batch_size)), published
+            except UsageError:
+                pass
+        batch = math.ceil(convergence.batch_range[1] / count) * count
+        extended = convergence.extended_to(batch)
+        result = search.search(self.cost, accelerator, count, calibrated.efficiency, calibrated.template, {}, None,
+                               extended)
+        return (result.ranked[0], result) if result.ranked else None
 
-def parse_layout(text: str) -> dict[str, object]:
-    """The fields a `--layout` string sets, e.g. "tp=4,pp=8,vp=12,sp,precision=fp8": a partial
-    plan; the rest comes from a template or the search."""
-    given: dict[str, object] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        key, sep, value = item.partition("=")
-        key, value = key.strip(), (value.strip() if sep else "on")
-        if key not in _KEYS:
-            raise UsageError(f"unknown --layout key {key!r} in {item!r}; use {', '.join(_KEYS)} (e.g. tp=4,pp=8,dp=112)")
-        name = _KEYS[key]
-        if name in given:
-            raise UsageError(f"--layout sets {key} twice; give each key once")
-        given[name] = _value(name, key, value)
-    return given
-
-
-def _value(name: str, key: str, value: str) -> object:
-    if name in ("sequence_parallel", "overlap", "gather_overlap"):
-        if value.lower() not in _BOOLS:
-            raise UsageError(f"--layout {key}={value}: write {key}=on or {key}=off")
-        return _BOOLS[value.lower()]
-    if name == "recompute":
-        if value not in RECOMPUTE:
-            raise UsageError(f"--layout recompute={value}: choose one of {', '.join(RECOMPUTE)}")
-        return value
-    if name == "precision":
-        if value not in PRECISIONS:
-            raise UsageError(f"--layout precision={value}: choose one of {', '.join(PRECISIONS)}")
-        return value
-    try:
-        number = int(value)
-    except ValueError:
-        raise UsageError(f"--layout {key}={value}: {key} must be a whole number") from None
-    if number < (0 if name == "zero" else 1) or (name == "zero" and number > 3):
-        raise UsageError(f"--layout {key}={value}: {'zero must be 0, 1, 2 or 3' if name == 'zero' else f'{key} must be >= 1'}")
-    return number
-
-
-def with_fields(template: Plan, given: dict[str, object]) -> Plan:
-    """`template` with the `given` fields (of its Layout or its own), as parse_layout names them."""
-    unknown = set(given) - set(LAYOUT_FIELDS) - {f.name for f in fields(Plan)} - {"layout"}
-    if unknown:
-        raise ValueError(f"not plan fields: {sorted(unknown)}")
-    layout = replace(template.layout, **{k: v for k, v in given.items() if k in LAYOUT_FIELDS})
-    return replace(template, layout=layout, **{k: v for k, v in given.items() if k not in LAYOUT_FIELDS})
-
-
-def complete(template: Plan, given: dict[str, object], count: int) -> Plan:
-    """`template` with the `given` fields, and DP filling the accelerators that TP x PP leave."""
-    plan = with_fields(template, given)
-    tp, pp = plan.layout.tp, plan.layout.pp
-    if "dp" not in given:
-        if count % (tp * pp):
-            raise UsageError(f"{count} accelerators cannot be split into tp={tp} x pp={pp} groups; "
-                             f"choose a count divisible by {tp * pp} or another layout")
-        plan = replace(plan, layout=replace(plan.layout, dp=count // (tp * pp)))
-    if "sequence_parallel" not in given:
-        plan = replace(plan, sequence_parallel=tp > 1 and template.sequence_parallel)
-    return plan
+    def _given(self, accelerator: Accelerator, count: int, calibrated: Calibrated, given: dict[str, object],
+               global_batch_size: int | None, units: float | None, convergence: ConvergenceModel | None) -> Prediction:
+        plan = complete(calibrated.template, given, count)
+        sizes = search.batch_sizes(self.cost, plan, global_batch_size, convergence)
+        if not sizes:
+            raise UsageError(f"no global batch in the convergence data's range is a multiple of what {plan.short()} "
+                             f"runs per step; give --gbs or change --layout")
+        valid = [g for g in sizes if not layout_problems(plan, self.cost, count, g)]
+        require_valid(plan, self.cost, count, valid[0] if valid else sizes[0])
+        options = [predict(self.cost, accelerator, g, plan, calibrated.efficiency, convergence, units) for g in valid]
+        return min(options, key=lambda p: p.time_to_train_s)

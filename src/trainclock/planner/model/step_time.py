@@ -5,7 +5,9 @@ Per micro-batch: the workload's training FLOPs at a calibrated fraction of the a
 tensor-parallel collectives (Megatron: 2 in the forward and 2 in the backward of every layer).
 Per step: the 1F1B pipeline, m micro-batches plus a bubble of (p-1)/v micro-batches (Narayanan
 et al. 2021: bubble fraction (p-1)/(v*m + p-1)), pipeline sends, the data-parallel gradient
-reduce-scatter and weight all-gather with the part that overlap cannot hide, and the
+reduce-scatter and weight all-gather (or all-reduce: across nodes, hierarchical where that is
+faster, collectives.group_all_reduce_seconds) with the part that overlap cannot hide (gradients
+leave in buckets as the backward finishes them: per layer, or by size, gradient_buckets), and the
 memory-bound optimizer update (its bytes per parameter from the workload's optimizer state).
 Parameters the model shards itself (embedding tables) add the all-to-all exchange of
 cost.exchange_values_per_sample per sample, forward and backward, on the critical path (the
@@ -19,11 +21,15 @@ import math
 from dataclasses import dataclass, replace
 
 from trainclock.distributed.layout import Layout
-from trainclock.planner import collectives as comm
-from trainclock.planner.hardware import Accelerator
-from trainclock.planner.memory import trained_share
-from trainclock.planner.plan import Plan
+from trainclock.planner.model import collectives as comm
+from trainclock.planner.model.hardware import Accelerator
+from trainclock.planner.model.memory import trained_share
+from trainclock.planner.model.parallel_plan import Plan
 from trainclock.workload.cost_model import WorkloadCost
+
+
+# PyTorch DDP's default gradient bucket (bucket_cap_mb = 25)
+BUCKET_BYTES = 25 * 2**20
 
 
 @dataclass(frozen=True)
@@ -200,10 +206,11 @@ def _data_parallel(cost: WorkloadCost, plan: Plan, accelerator: Accelerator, mb:
     layout = plan.layout
     if layout.dp == 1:
         return 0.0, 0.0
-    link = comm.group_link(accelerator, layout.group("dp"))
+    group = layout.group("dp")
+    link = comm.group_link(accelerator, group)
     # sharded parameters (embedding tables) are no replicas: their gradients stay where they live
     shard_bytes = (cost.parameter_count - cost.sharded_parameters) / (layout.tp * layout.pp) * value_bytes(plan.precision)
-    buckets = cost.layers // layout.pp
+    buckets = gradient_buckets(cost, layout, shard_bytes)
     weight_bucket = shard_bytes / buckets
     # only trained parameters have gradients to reduce and updated weights to gather back
     bucket = weight_bucket * trained_share(cost)
@@ -216,7 +223,7 @@ def _data_parallel(cost: WorkloadCost, plan: Plan, accelerator: Accelerator, mb:
         hidden = mb.compute if plan.overlap else 0.0
         return m * per_micro_batch, m * max(0.0, per_micro_batch - hidden)
     if plan.zero == 0:
-        reduce_bucket, gather_bucket = comm.all_reduce_seconds(bucket, layout.dp, link), 0.0
+        reduce_bucket, gather_bucket = comm.group_all_reduce_seconds(bucket, accelerator, group), 0.0
     else:
         reduce_bucket = gather_bucket = comm.reduce_scatter_seconds(bucket, layout.dp, link)
     total = buckets * (reduce_bucket + gather_bucket)
@@ -230,6 +237,16 @@ def _data_parallel(cost: WorkloadCost, plan: Plan, accelerator: Accelerator, mb:
         exposed += (comm.delay_before_deadlines(deadlines, gather_bucket) if plan.gather_overlap
                     else buckets * gather_bucket)
     return total, exposed
+
+
+def gradient_buckets(cost: WorkloadCost, layout: Layout, shard_bytes: float) -> int:
+    """How many buckets a replica's gradients leave in, as the backward pass finishes them: one per
+    layer of a pipeline stage where the cost model declares its layers (Megatron's), else (a
+    model declared as one block) by size, as DDP buckets them (BUCKET_BYTES each), finished evenly
+    through the backward."""
+    if cost.layers > 1:
+        return cost.layers // layout.pp
+    return max(1, math.ceil(shard_bytes / BUCKET_BYTES))
 
 
 def _gradient_ready_times(layout: Layout, m: int, backward: float, layers: int) -> tuple[list[float], float]:
@@ -257,3 +274,4 @@ def _weight_deadlines(layout: Layout, m: int, forward: float, layers: int) -> li
         deadlines.extend(t + i * per_chunk_pass / layers for i in range(layers))
         t += group * per_chunk_pass
     return deadlines
+

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from trainclock.planner.own_runs import CONFIDENCE, PARTS, MemberCheck
+from trainclock.planner.calibration.own_runs import CONFIDENCE, PARTS, MemberCheck
 
 GOAL = 0.10  # a tier's predicted time-to-train within 10% of its measured one
 

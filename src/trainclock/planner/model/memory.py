@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainclock.planner.hardware import Accelerator
-from trainclock.planner.plan import Plan
+from trainclock.planner.model.hardware import Accelerator
+from trainclock.planner.model.parallel_plan import Plan
 from trainclock.workload.cost_model import WorkloadCost
 
 # Kept free for the runtime: driver context, allocator fragmentation, communication buffers.

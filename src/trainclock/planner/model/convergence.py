@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +38,21 @@ class ConvergenceModel:
                              f"choose --gbs there, or give --tokens N to set the {self.unit} to train")
         sizes, units = zip(*self.points)
         return float(np.interp(global_batch_size, sizes, units))
+
+    def extended_to(self, global_batch_size: int) -> ConvergenceModel:
+        """The model with a point at `global_batch_size` past its largest batch: the progress to
+        target extrapolated along the line through its last two points, as the RCP checker
+        interpolates between points (past the critical batch, a larger batch needs proportionally
+        more samples), never below the last point. For scales where no batch inside the data can
+        run; the source says so."""
+        (b0, u0), (b1, u1) = self.points[-2] if len(self.points) > 1 else self.points[-1], self.points[-1]
+        if global_batch_size <= b1:
+            return self
+        slope = max(0.0, (u1 - u0) / (b1 - b0)) if b1 > b0 else 0.0
+        units = u1 + slope * (global_batch_size - b1)
+        return replace(self, points=(*self.points, (global_batch_size, units)),
+                       source=f"{self.source}, extrapolated from global batch {b1:,} to {global_batch_size:,} along "
+                              f"its last two points")
 
     def samples_to_target(self, global_batch_size: int, interval_samples: int) -> int:
         """Samples trained until the first evaluation at or past the target."""

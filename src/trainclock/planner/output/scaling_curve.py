@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainclock.errors import UsageError
-from trainclock.planner.cost import Price, run_cost
-from trainclock.planner.predict import Prediction
+from trainclock.planner.model.predict import Prediction
+from trainclock.planner.model.run_cost import Price, run_cost
 from trainclock.storage import atomic_write_text
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from trainclock.planner.suite import OVERCOUNT_NOTE, SCORES_CSV
-from trainclock.planner.suite_validation import EXTRAPOLATION_GAP, BenchmarkReport, SuiteReport
+from trainclock.planner.calibration.published_scores import OVERCOUNT_NOTE, SCORES_CSV
+from trainclock.planner.validation.score_checks import EXTRAPOLATION_GAP, BenchmarkReport, SuiteReport
 
 
 def print_suite_validation(report: SuiteReport, console: Console) -> None:

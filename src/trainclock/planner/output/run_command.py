@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 
-from trainclock.planner.predict import Prediction
+from trainclock.planner.model.predict import Prediction
 
 RUN_PRECISIONS = ("bf16", "fp32")  # what `trainclock run --precision` takes besides auto
 

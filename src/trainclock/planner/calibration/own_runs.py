@@ -26,14 +26,16 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.stats import bootstrap
 
-from trainclock.planner.calibrate import CPU_LAYOUT
-from trainclock.planner.convergence import ConvergenceModel, eval_interval_samples
-from trainclock.planner.hardware import Accelerator
-from trainclock.planner.plan import Plan
-from trainclock.planner.predict import Prediction, predict
-from trainclock.planner.step_time import Efficiency, eval_seconds, step_time
+from trainclock.errors import DataError
+from trainclock.planner.calibration import Calibrated, Request
+from trainclock.planner.model.convergence import ConvergenceModel, eval_interval_samples
+from trainclock.planner.model.hardware import THIS_CPU, Accelerator
+from trainclock.planner.model.parallel_plan import Plan
+from trainclock.planner.model.predict import Prediction, predict
+from trainclock.planner.model.step_time import Efficiency, eval_seconds, step_time
 from trainclock.workload.cost_model import WorkloadCost
 
+CPU_LAYOUT = {"recompute": "none", "zero": 0, "overlap": False}  # precision: what `trainclock run` would choose here
 EFFICIENCY_RANGE = (1e-5, 1.0)
 PARTS = ("training", "evaluations", "rest", "total")
 MIN_PROGRESS_RUNS = 2  # stored runs of a tier that stand for its progress to target in their precision
@@ -346,3 +348,44 @@ def leave_one_out(runs: Sequence[OwnRun], accelerator: Accelerator, cost_of: Cal
         if rows:
             checks.append(MemberCheck(member, precision, threads, tuple(rows), "; ".join(sorted(sources))))
     return checks
+
+
+def own_runs_efficiency(cost: WorkloadCost) -> tuple[Efficiency, str]:
+    """This CPU's efficiency: what trainclock's own recorded runs of the workload reached, measured
+    against the same matmul peak the planner measures for this-cpu (the cost model's records)."""
+    measured = cost.measured_efficiency()
+    if measured is None:
+        raise DataError(f"no trainclock run of {cost.name} (or of its benchmark's other members) records an MFU; "
+                        "give --efficiency F for this-cpu")
+    mfu, source = measured
+    return Efficiency(mfu), source
+
+
+class OwnRunsSource:
+    """The calibration source for this machine's CPU (accelerator this-cpu, no --stack): the
+    stored runs of the member at this precision and thread count, or the MFU its reference runs
+    recorded where none is stored; --efficiency keeps the CPU's habits."""
+
+    def __init__(self, runs: Sequence[OwnRun], reference_convergence: Callable[[], ConvergenceModel]) -> None:
+        self.runs = runs
+        self.reference_convergence = reference_convergence
+
+    def calibrate(self, request: Request) -> Calibrated | None:
+        if request.accelerator.id != THIS_CPU or request.stack is not None:
+            return None
+        import torch  # lazily, as hardware.this_cpu: planning a cluster never loads torch
+
+        from trainclock.device.peak import resolve_precision
+
+        cost = request.cost
+        precision = resolve_precision("auto", torch.device("cpu"))  # fp32 on a CPU without bf16 instructions
+        template = replace(Plan(), **CPU_LAYOUT, precision=precision)
+        if request.efficiency:
+            return Calibrated(Efficiency(request.efficiency), template, "given (--efficiency)")
+        chosen = calibration_runs(self.runs, cost.name, precision, torch.get_num_threads())
+        stored = fit(cost, request.accelerator, chosen)
+        if stored is None:  # no stored run on this CPU: the reference runs' MFU
+            reference, source = own_runs_efficiency(cost)
+            return Calibrated(reference, template, source)
+        return Calibrated(stored.efficiency, template, stored.source, {"micro_batch": stored.micro_batch},
+                          own_convergence(cost, chosen, self.reference_convergence()))

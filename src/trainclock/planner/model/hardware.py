@@ -69,7 +69,7 @@ class Accelerator:
 def load_catalogue(user_files: list[Path] | tuple[Path, ...] = ()) -> dict[str, Accelerator]:
     """The built-in accelerators plus those of `user_files` (a user entry replaces a built-in one
     of the same id). "this-cpu" is not listed: it is measured when asked for (`find`)."""
-    text = (resources.files("trainclock.planner") / "catalogue.toml").read_text()
+    text = (resources.files("trainclock.planner.model") / "catalogue.toml").read_text()
     catalogue = parse_catalogue(text, "built-in catalogue.toml")
     for path in user_files:
         try:
@@ -78,7 +78,7 @@ def load_catalogue(user_files: list[Path] | tuple[Path, ...] = ()) -> dict[str, 
             raise UsageError(f"hardware file {path} not found; give the path of a TOML file") from None
         except UnicodeDecodeError as e:
             raise DataError(f"hardware file {path} is not UTF-8 text (byte {e.start} cannot be decoded): "
-                            "give a TOML file as in planner/catalogue.toml") from None
+                            "give a TOML file as in planner/model/catalogue.toml") from None
         except OSError as e:
             raise UsageError(f"cannot read hardware file {path}: {e.strerror}") from None
         for accelerator_id, acc in parse_catalogue(text, str(path)).items():

@@ -1,6 +1,7 @@
 """Layout search: every valid way to lay a workload out on N accelerators (divisibility, batch and
-schedule constraints, memory fit), ranked by predicted time-to-train. Fields the user fixes with
---layout are kept; precision and overlap come from the software stack's template."""
+schedule constraints, memory fit), ranked by predicted time-to-train. Micro-batches are the cost model's choices and, unless --layout
+fixes one, each replica's whole share of the batch (no gradient accumulation). Fields the user
+fixes with --layout are kept; precision and overlap come from the software stack's template."""
 
 from __future__ import annotations
 
@@ -8,15 +9,15 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
-from trainclock.errors import UsageError
 from trainclock.distributed.layout import Layout
-from trainclock.planner.convergence import ConvergenceModel
-from trainclock.planner.hardware import Accelerator
-from trainclock.planner.memory import memory_per_accelerator
-from trainclock.planner.plan import Plan
-from trainclock.planner.predict import Prediction, predict
-from trainclock.planner.step_time import Efficiency
-from trainclock.planner.validity import layout_problems
+from trainclock.errors import UsageError
+from trainclock.planner.model.convergence import ConvergenceModel
+from trainclock.planner.model.feasibility import layout_problems
+from trainclock.planner.model.hardware import Accelerator
+from trainclock.planner.model.memory import memory_per_accelerator
+from trainclock.planner.model.parallel_plan import Plan
+from trainclock.planner.model.predict import Prediction, predict
+from trainclock.planner.model.step_time import Efficiency
 from trainclock.workload.cost_model import WorkloadCost
 
 MICRO_BATCHES = (1, 2, 4, 8)  # the default of cost.micro_batch_choices
@@ -40,7 +41,15 @@ def search(cost: WorkloadCost, accelerator: Accelerator, count: int, efficiency:
             low, high = convergence.batch_range
             result.rejected[f"batch: no global batch of {low:,} to {high:,} (the convergence data's range) is a "
                             f"multiple of what the layout runs per step"] += 1
-        for gbs in sizes:
+        options = [(plan, gbs) for gbs in sizes]
+        if "micro_batch" not in given and plan.micro_batch == cost.micro_batch_choices[0]:
+            # each replica's whole share of the batch at once, as data-parallel runs train when it
+            # fits: no gradient accumulation, so the gradients' reduction overlaps the whole backward
+            single = replace(plan, micro_batch=1)
+            options += [(whole, gbs) for gbs in batch_sizes(cost, single, global_batch_size, convergence)
+                        if (whole := _whole_batch(plan, gbs)) is not None
+                        and whole.micro_batch not in cost.micro_batch_choices]
+        for plan, gbs in options:
             result.considered += 1
             problems = layout_problems(plan, cost, count, gbs)
             if problems:
@@ -91,6 +100,15 @@ def _candidates(cost: WorkloadCost, accelerator: Accelerator, count: int, templa
                             yield replace(template, layout=layout, micro_batch=mb, recompute=recompute, zero=zero,
                                           sequence_parallel=given.get("sequence_parallel", template.sequence_parallel and tp > 1),
                                           **{k: given[k] for k in ("overlap", "gather_overlap", "precision") if k in given})
+
+
+def _whole_batch(plan: Plan, global_batch_size: int) -> Plan | None:
+    """`plan` with each replica's share of the batch in one micro-batch (in pp of them when the
+    schedule is interleaved, which runs micro-batches in groups of pp); None where it does not divide."""
+    per_step = plan.layout.dp * (plan.layout.pp if plan.layout.vp > 1 else 1)
+    if global_batch_size % per_step:
+        return None
+    return replace(plan, micro_batch=global_batch_size // per_step)
 
 
 def _zero_choices(cost: WorkloadCost, template: Plan) -> list[int]:

@@ -9,8 +9,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trainclock.planner.hardware import Accelerator
-from trainclock.planner.plan import spans_nodes
+from trainclock.planner.model.hardware import Accelerator
+from trainclock.planner.model.parallel_plan import spans_nodes
 
 # nccl-tests bus bandwidth reaches about 80% of the line rate on NVLink/NVSwitch and on
 # InfiniBand NDR; the same fraction is assumed for other fabrics.
@@ -82,6 +82,40 @@ def group_all_to_all_seconds(size_bytes: float, accelerator: Accelerator, group:
     on_node = ((on_node_ranks - 1) / ranks * size_bytes / fabric.bandwidth + fabric.latency
                if on_node_ranks > 1 and fabric.bandwidth > 0 else 0.0)
     return max(off_node, on_node)
+
+
+def _node_split(accelerator: Accelerator, group: tuple[int, int]) -> tuple[int, int]:
+    """(ranks of the group on one node, nodes the group spans) for a group that spans nodes."""
+    stride, ranks = group
+    on_node = max(1, min(ranks, accelerator.accelerators_per_node // stride))
+    return on_node, ranks // on_node
+
+
+def group_all_reduce_seconds(size_bytes: float, accelerator: Accelerator, group: tuple[int, int]) -> float:
+    """An all-reduce over a communication group ((stride, size) as Layout.group gives it). Inside a
+    node: the alpha-beta all-reduce over its fabric. Across nodes, the faster of the flat ring at
+    the network's rate and the hierarchical all-reduce NCCL's tree and CollNet algorithms run on
+    servers with a network port per accelerator: reduce-scatter over the node's fabric among the
+    group's k ranks on a node, an all-reduce of each rank's 1/k share across the nodes, every rank
+    through its own port at once, then an all-gather over the fabric; each phase pays its own
+    latencies, so many small buckets stay latency-bound. (Reduce-scatter and all-gather, which
+    NCCL runs as rings only, keep the flat ring: reduce_scatter_seconds over group_link.)"""
+    stride, ranks = group
+    flat = all_reduce_seconds(size_bytes, ranks, group_link(accelerator, group))
+    if not spans_nodes(group, accelerator.accelerators_per_node):
+        return flat
+    on_node = max(1, min(ranks, accelerator.accelerators_per_node // stride))
+    nodes = ranks // on_node
+    inside = 2 * reduce_scatter_seconds(size_bytes, on_node, _fabric(accelerator)) if on_node > 1 else 0.0
+    return min(flat, inside + all_reduce_seconds(size_bytes / on_node, nodes, _network(accelerator)))
+
+
+def _fabric(accelerator: Accelerator) -> Link:
+    return Link(accelerator.intra_node_bandwidth * LINK_EFFICIENCY, accelerator.intra_node_latency)
+
+
+def _network(accelerator: Accelerator) -> Link:
+    return Link(accelerator.inter_node_bandwidth * LINK_EFFICIENCY, accelerator.inter_node_latency)
 
 
 def send_seconds(size_bytes: float, link: Link) -> float:

@@ -1,4 +1,4 @@
-"""Layouts and batch sizes as the published submissions ran them (planner/published_layouts.toml,
+"""Layouts and batch sizes as the published submissions ran them (planner/model/published_layouts.toml,
 read from NVIDIA's public configuration files), and figures others published for a system, which
 `plan` prints beside its prediction as a sanity line and never fits on."""
 
@@ -10,9 +10,9 @@ from functools import cache
 from importlib import resources
 
 from trainclock.errors import DataError, UsageError
-from trainclock.planner.plan import parse_layout
+from trainclock.planner.model.parallel_plan import parse_layout
 
-DATA_FILE = "planner/published_layouts.toml"
+DATA_FILE = "planner/model/published_layouts.toml"
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class ReferenceFigure:
 @cache
 def _read() -> tuple[tuple[PublishedLayout, ...], tuple[ReferenceFigure, ...]]:
     try:
-        table = tomllib.loads((resources.files("trainclock.planner") / "published_layouts.toml").read_text())
+        table = tomllib.loads((resources.files("trainclock.planner.model") / "published_layouts.toml").read_text())
         repository, commit = table["repository"], table["commit"]
         layouts = tuple(PublishedLayout(r["benchmark"], r["accelerator"], int(r["count"]), int(r["global_batch_size"]),
                                         parse_layout(r["layout"]), r["source"], repository, commit)

@@ -7,19 +7,20 @@ from rich.table import Table
 
 from trainclock.console import table_console
 
-from trainclock.planner import calibrate
-from trainclock.planner.calibrate import Check
-from trainclock.planner.cost import Price, RunCost
-from trainclock.planner.hardware import THIS_CPU, Accelerator
-from trainclock.planner.memory import RUNTIME_RESERVE
-from trainclock.planner.planning import Calibrated, LayoutChoice
-from trainclock.planner.predict import Prediction
-from trainclock.planner.published_layouts import PublishedLayout, ReferenceFigure
-from trainclock.planner.run_command import run_command
-from trainclock.planner.search import SearchResult
-from trainclock.planner.sensitivity import STEP, sensitivities
-from trainclock.planner.sweep import CurvePoint
-from trainclock.planner.validation import EXTRAPOLATE_FROM, GOAL_MEAN_ERROR, GOAL_WORST_ERROR, ValidationReport
+from trainclock.planner.calibration import result_files
+from trainclock.planner.calibration import Calibrated
+from trainclock.planner.calibration.result_files import Check
+from trainclock.planner.model.hardware import THIS_CPU, Accelerator
+from trainclock.planner.model.memory import RUNTIME_RESERVE
+from trainclock.planner.model.predict import Prediction
+from trainclock.planner.model.published_layouts import PublishedLayout, ReferenceFigure
+from trainclock.planner.model.run_cost import Price, RunCost
+from trainclock.planner.model.search import SearchResult
+from trainclock.planner.model.sensitivity import STEP, sensitivities
+from trainclock.planner.output.run_command import run_command
+from trainclock.planner.output.scaling_curve import CurvePoint
+from trainclock.planner.plan import LayoutChoice
+from trainclock.planner.validation.result_file_checks import EXTRAPOLATE_FROM, GOAL_MEAN_ERROR, GOAL_WORST_ERROR, ValidationReport
 
 
 def _pairs(title: str, rows: list[tuple[str, str]]) -> Table:
@@ -258,10 +259,10 @@ def _parts(title: str, rows: list[Check]) -> Table:
     for r in rows:
         if r.parts is None:
             continue
-        for part in calibrate.PARTS:
+        for part in result_files.PARTS:
             measured, predicted = r.parts.measured[part], r.parts.predicted[part]
             error = f"{r.parts.error(part):+.1%}" if abs(measured) > 1e-9 else "-"
-            table.add_row(r.entry.key if part == calibrate.PARTS[0] else "", part, f"{measured:,.1f}",
+            table.add_row(r.entry.key if part == result_files.PARTS[0] else "", part, f"{measured:,.1f}",
                           f"{predicted:,.1f}", error)
     table.caption = ("training: steady steps (between evaluations) over the run's progress; rest: the timed region "
                      "outside steps and evaluations (start-up, warm-up); the model runs each log's own progress")

@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass
 
 from trainclock.errors import UsageError
-from trainclock.planner.hardware import Accelerator
-from trainclock.planner.predict import Prediction
+from trainclock.planner.model.hardware import Accelerator
+from trainclock.planner.model.predict import Prediction
 from trainclock.review.scoring import scoring_rule
 
 HOURS_PER_MONTH = 8760 / 12

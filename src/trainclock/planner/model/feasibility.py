@@ -4,7 +4,7 @@ what tensor and pipeline parallelism split, whole micro-batches, the interleaved
 from __future__ import annotations
 
 from trainclock.errors import UsageError
-from trainclock.planner.plan import Plan
+from trainclock.planner.model.parallel_plan import Plan
 from trainclock.workload.cost_model import WorkloadCost
 
 

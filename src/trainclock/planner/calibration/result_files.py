@@ -19,25 +19,25 @@ from __future__ import annotations
 import math
 import statistics
 import tomllib
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from functools import cache, cached_property
 from importlib import resources
 from pathlib import Path
 
 from scipy.optimize import least_squares
 
 from trainclock.errors import DataError, UsageError
-from trainclock.planner.convergence import ConvergenceModel, load_convergence
-from trainclock.planner.hardware import THIS_CPU, Accelerator, by_alias
-from trainclock.planner.mlperf_data import LogTiming, PublishedEntry, log_timing, read_published
-from trainclock.planner.plan import Plan, complete, parse_layout
-from trainclock.planner.predict import Prediction, predict
-from trainclock.planner.step_time import Efficiency, eval_seconds, step_time
-from trainclock.planner.workload import cost_model
+from trainclock.planner.calibration import Calibrated, Request
+from trainclock.planner.calibration.mlperf_data import LogTiming, PublishedEntry, log_timing, read_published
+from trainclock.planner.model.convergence import ConvergenceModel, load_convergence
+from trainclock.planner.model.hardware import Accelerator, by_alias
+from trainclock.planner.model.parallel_plan import LAYOUT_FIELDS, Plan, complete, parse_layout
+from trainclock.planner.model.predict import Prediction, predict
+from trainclock.planner.model.step_time import Efficiency, eval_seconds, step_time
+from trainclock.planner.model.workload_view import cost_model
 from trainclock.workload.cost_model import WorkloadCost
 
-CPU_STACK = f"{THIS_CPU}/trainclock"
-CPU_LAYOUT = {"recompute": "none", "zero": 0, "overlap": False}  # precision: what `trainclock run` would choose here
 _BOUNDS = {"compute": (0.01, 1.0), "eval_overhead_s": (0.0, 600.0)}
 
 
@@ -130,7 +130,7 @@ def load_calibration_data(folder: Path, catalogue: dict[str, Accelerator]) -> Ca
     for published in read_published(folder):
         stack_id = f"{by_alias(catalogue, published.accelerator_model).id}/v{published.round}"
         if stack_id not in stacks:
-            raise DataError(f"{published.key}: no stack {stack_id!r} in planner/submissions.toml; describe how it ran")
+            raise DataError(f"{published.key}: no stack {stack_id!r} in {SUBMISSIONS}; describe how it ran")
         stack = stacks[stack_id]
         override, source = overrides.get(published.key, ({}, stack.layout_source))
         plan = complete(Plan(), {**stack.layout, **override}, published.accelerators)
@@ -140,10 +140,35 @@ def load_calibration_data(folder: Path, catalogue: dict[str, Accelerator]) -> Ca
     return CalibrationData(cost, stacks, tuple(entries), timings, load_convergence(cost, lambda: folder))
 
 
-def _read_submissions(catalogue: dict[str, Accelerator]) -> tuple[str, dict[str, Stack], dict[str, tuple[dict, str]]]:
-    path = "planner/submissions.toml"
+SUBMISSIONS = "planner/calibration/submissions.toml"
+
+
+@cache
+def _submissions() -> dict:
     try:
-        table = tomllib.loads((resources.files("trainclock.planner") / "submissions.toml").read_text())
+        return tomllib.loads((resources.files("trainclock.planner.calibration") / "submissions.toml").read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise DataError(f"{SUBMISSIONS} is malformed ({e}); fix the file") from None
+
+
+def table_benchmark() -> str:
+    """The MLPerf benchmark whose results table and logs this source calibrates on (the one
+    submissions.toml names); published_scores leaves its entries to this source."""
+    try:
+        return _submissions()["benchmark"]
+    except KeyError:
+        raise DataError(f"{SUBMISSIONS} is incomplete: it names the benchmark its table is about") from None
+
+
+def table_title() -> str:
+    """How tables name that benchmark (submissions.toml's title, else its key)."""
+    return str(_submissions().get("title", table_benchmark()))
+
+
+def _read_submissions(catalogue: dict[str, Accelerator]) -> tuple[str, dict[str, Stack], dict[str, tuple[dict, str]]]:
+    path = SUBMISSIONS
+    try:
+        table = _submissions()
         benchmark = table["benchmark"]
         stacks = {sid: Stack(sid, catalogue[s["accelerator"]], s["round"], s["software"], parse_layout(s["layout"]),
                              s["layout_source"], s["timing_entry"], s["timing_log"])
@@ -270,12 +295,45 @@ def error_summary(rows: list[Check], part: str = "total") -> tuple[float, float]
     return (statistics.fmean(errors), max(errors)) if errors else None
 
 
-def own_runs_efficiency(cost: WorkloadCost) -> tuple[Efficiency, str]:
-    """This CPU's efficiency: what trainclock's own recorded runs of the workload reached, measured
-    against the same matmul peak the planner measures for this-cpu (the cost model's records)."""
-    measured = cost.measured_efficiency()
-    if measured is None:
-        raise DataError(f"no trainclock run of {cost.name} (or of its benchmark's other members) records an MFU; "
-                        "give --efficiency F for this-cpu")
-    mfu, source = measured
-    return Efficiency(mfu), source
+class ResultFilesSource:
+    """The calibration source of last resort: the software stacks of the published results table
+    (submissions.toml), by --stack, else the accelerator's latest stack, or that of the
+    accelerator it is `like`; a UsageError where none is. Loads the table when first asked."""
+
+    def __init__(self, catalogue: dict[str, Accelerator], mlperf_folder: Callable[[], Path]) -> None:
+        self.catalogue = catalogue
+        self.mlperf_folder = mlperf_folder
+
+    @cached_property
+    def fits(self) -> dict[str, StackFit]:
+        return fit(load_calibration_data(self.mlperf_folder(), self.catalogue))
+
+    def calibrate(self, request: Request) -> Calibrated:
+        accelerator, efficiency = request.accelerator, request.efficiency
+        stack_fit = self.stack_fit(accelerator, request.stack)
+        # the stack's habits, not its shape: tp, pp, dp and vp come from --layout or the search
+        template = replace(Plan(), **{k: v for k, v in stack_fit.stack.layout.items() if k not in LAYOUT_FIELDS})
+        if efficiency is not None:
+            return Calibrated(Efficiency(efficiency, stack_fit.efficiency.eval_overhead_s), template,
+                              f"given (--efficiency), evaluation overhead of {stack_fit.stack.id}")
+        stack = stack_fit.stack
+        borrowed = "" if stack.accelerator.id == accelerator.id else f", borrowed from {stack.accelerator.id}"
+        benchmark = request.cost.benchmark
+        if request.stack is None and benchmark != table_benchmark():
+            # no published result of this benchmark on this accelerator: the table's stack stands in
+            borrowed += f"; no published {benchmark} result on {accelerator.id}"
+        return Calibrated(stack_fit.efficiency, template, f"{stack.id} ({stack.software}){borrowed}")
+
+    def stack_fit(self, accelerator: Accelerator, stack: str | None) -> StackFit:
+        fits = self.fits
+        if stack is not None:
+            if stack not in fits:
+                raise UsageError(f"unknown --stack {stack!r}; calibrated stacks: {', '.join(sorted(fits))}")
+            return fits[stack]
+        for candidate in (accelerator.id, accelerator.like):
+            own = [f for f in fits.values() if f.stack.accelerator.id == candidate]
+            if own:
+                return max(own, key=lambda f: f.stack.round)
+        raise UsageError(f"{accelerator.id} has no calibration (no published result in the calibration data): give "
+                         f"--efficiency F (the fraction of peak FLOP/s its matmuls reach, e.g. 0.4) or borrow one "
+                         f"with --stack, one of: {', '.join(sorted(fits))}")

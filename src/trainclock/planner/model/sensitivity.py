@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from trainclock.planner.predict import Prediction, predict
+from trainclock.planner.model.predict import Prediction, predict
 
 STEP = 0.10
 # (what a row says, where the number lives, its field): the efficiencies the calibration fits, then

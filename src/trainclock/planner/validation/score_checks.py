@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from trainclock.planner import suite
-from trainclock.planner.hardware import Accelerator
+from trainclock.planner.calibration import published_scores
+from trainclock.planner.model.hardware import Accelerator
 
 
 EXTRAPOLATION_GAP = 4  # fit on systems this many times smaller than those predicted
@@ -22,11 +22,11 @@ EXTRAPOLATION_GAP = 4  # fit on systems this many times smaller than those predi
 @dataclass(frozen=True)
 class BenchmarkReport:
     key: str
-    fits: dict[str, suite.GroupFit]  # by accelerator id, on every entry
-    leave_one_out: list[suite.SuiteCheck]
-    extrapolation: list[suite.SuiteCheck]  # fitted on systems of at most 1/EXTRAPOLATION_GAP of the largest
+    fits: dict[str, published_scores.GroupFit]  # by accelerator id, on every entry
+    leave_one_out: list[published_scores.SuiteCheck]
+    extrapolation: list[published_scores.SuiteCheck]  # fitted on systems of at most 1/EXTRAPOLATION_GAP of the largest
     same_hardware_spread: float | None  # mean |log| distance of an entry from its group's geometric mean
-    timing: suite.EvalTiming | None
+    timing: published_scores.EvalTiming | None
 
     @property
     def error_summary(self) -> tuple[float, float] | None:
@@ -37,7 +37,7 @@ class BenchmarkReport:
         return summary(self.extrapolation)
 
 
-def summary(rows: list[suite.SuiteCheck]) -> tuple[float, float] | None:
+def summary(rows: list[published_scores.SuiteCheck]) -> tuple[float, float] | None:
     """(mean, worst) absolute error of the rows, as fractions."""
     errors = [abs(r.error) for r in rows]
     return (statistics.fmean(errors), max(errors)) if errors else None
@@ -49,7 +49,7 @@ class SuiteReport:
     left_out: Counter
 
 
-def same_hardware_spread(bench: suite.Benchmark) -> float | None:
+def same_hardware_spread(bench: published_scores.Benchmark) -> float | None:
     """How far, on average, an entry's score is from the geometric mean of the entries on the same
     accelerator in the same number (as a fraction): what the software and host alone change."""
     groups = defaultdict(list)
@@ -61,8 +61,8 @@ def same_hardware_spread(bench: suite.Benchmark) -> float | None:
 
 
 def validate_suite(folder: Path, catalogue: dict[str, Accelerator], mlperf_dir: Callable[[], Path]) -> SuiteReport:
-    data = suite.load_suite(folder, catalogue, mlperf_dir)
-    reports = [BenchmarkReport(key, suite.fitted(bench), suite.leave_one_out(bench),
-                               suite.extrapolation(bench, EXTRAPOLATION_GAP), same_hardware_spread(bench), bench.timing)
+    data = published_scores.load_suite(folder, catalogue, mlperf_dir)
+    reports = [BenchmarkReport(key, published_scores.fitted(bench), published_scores.leave_one_out(bench),
+                               published_scores.extrapolation(bench, EXTRAPOLATION_GAP), same_hardware_spread(bench), bench.timing)
                for key, bench in sorted(data.benchmarks.items())]
     return SuiteReport(reports, data.left_out)

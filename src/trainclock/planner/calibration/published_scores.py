@@ -16,7 +16,8 @@ log borrow.
 Leave-one-out predicts each entry from a fit on the other entries of its benchmark and
 accelerator (the timing log too is left out with its own entry). Entries on CPUs only (no
 accelerator), on accelerators missing from the catalogue and in the open division are left out
-and counted; the GPT-3 entries have their own, layout-aware calibration (calibrate.py)."""
+and counted; the entries of the benchmark result_files calibrates on (GPT-3) have their own,
+layout-aware calibration (result_files.py)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import csv
 import math
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -32,21 +33,21 @@ from scipy.optimize import least_squares
 
 from trainclock.errors import DataError, UsageError
 from trainclock.mllog.reader import read_events
-from trainclock.planner import search
-from trainclock.planner.convergence import ConvergenceModel, load_convergence
-from trainclock.planner.hardware import Accelerator, by_alias
-from trainclock.planner.mlperf_data import shared_folder
-from trainclock.planner.plan import Plan
-from trainclock.planner.predict import Prediction, predict
-from trainclock.planner.published_layouts import published_layout
-from trainclock.planner.step_time import Efficiency, eval_seconds
-from trainclock.planner.workload import cost_model
+from trainclock.planner.calibration import Calibrated, Request, result_files
+from trainclock.planner.calibration.mlperf_data import shared_folder
+from trainclock.planner.model import search
+from trainclock.planner.model.convergence import ConvergenceModel, load_convergence
+from trainclock.planner.model.hardware import Accelerator, by_alias
+from trainclock.planner.model.parallel_plan import Plan
+from trainclock.planner.model.predict import Prediction, predict
+from trainclock.planner.model.published_layouts import published_layout
+from trainclock.planner.model.step_time import Efficiency, eval_seconds
+from trainclock.planner.model.workload_view import cost_model
 from trainclock.workload import registry
 from trainclock.workload.cost_model import WorkloadCost
 
 ENV_VAR = "TRAINCLOCK_MLPERF_SUITE"
 SCORES_CSV = "published_v3.1_scores.csv"
-OWN_CALIBRATION = ("gpt3",)  # benchmarks calibrated with their layouts and logs in calibrate.py
 GENERIC = {"sequence_parallel": False, "recompute": "none", "zero": 0, "overlap": True}
 DATA_PARALLEL = {"tp": 1, "pp": 1, "zero": 0}
 START_EFFICIENCY = 0.3  # where the fit starts, and the efficiency the search ranks layouts with
@@ -178,8 +179,8 @@ def load_suite(folder: Path, catalogue: dict[str, Accelerator], mlperf_dir, only
     for row in rows:
         if only is not None and row.benchmark != only:
             continue
-        if row.benchmark in OWN_CALIBRATION:
-            left_out["GPT-3: calibrated with its layouts and logs (plan --validate's first tables)"] += 1
+        if row.benchmark == result_files.table_benchmark():
+            left_out[f"{result_files.table_title()}: calibrated with its layouts and logs (plan --validate's first tables)"] += 1
             continue
         if row.division != "closed":
             left_out["open division"] += 1
@@ -215,7 +216,7 @@ def load_suite(folder: Path, catalogue: dict[str, Accelerator], mlperf_dir, only
 
 def _plan_entry(bench: Benchmark, row: ScoreRow, accelerator: Accelerator, use_published: bool = True) -> Entry | None:
     """The batch and layout the submission ran where a configuration file gives them (NVIDIA's,
-    planner/published_layouts.toml); else plain data parallelism where the model fits one device,
+    planner/model/published_layouts.toml); else plain data parallelism where the model fits one device,
     as the submissions of these models run; a search at one guessed efficiency would otherwise pick
     sharding or a pipeline whose traffic only that efficiency hides, and the fit could not move the
     time (BERT went FSDP)."""
@@ -366,3 +367,39 @@ def fit_for(bench: Benchmark, accelerator: Accelerator) -> tuple[str, GroupFit] 
         if candidate in bench.groups:
             return candidate, fit_group(bench, candidate)
     return None
+
+
+class PublishedScoresSource:
+    """The calibration source of the benchmarks result_files does not cover (no --stack, no
+    --efficiency): the fit of the accelerator's published v3.1 scores, or of those of the one it
+    is `like`. Loads the scores of the asked benchmark when first asked; without the scores beside
+    the repository, or without an entry of the benchmark on either accelerator, it does not apply."""
+
+    def __init__(self, catalogue: dict[str, Accelerator], mlperf_folder: Callable[[], Path]) -> None:
+        self.catalogue = catalogue
+        self.mlperf_folder = mlperf_folder
+        self._benchmarks: dict[str, Benchmark | None] = {}
+
+    def benchmark(self, key: str) -> Benchmark | None:
+        if key not in self._benchmarks:
+            try:
+                data = load_suite(suite_dir(), self.catalogue, self.mlperf_folder, only=key)
+            except DataError:
+                data = None  # no published scores beside the repository: result_files stands in
+            self._benchmarks[key] = None if data is None else data.benchmarks.get(key)
+        return self._benchmarks[key]
+
+    def calibrate(self, request: Request) -> Calibrated | None:
+        key = request.cost.benchmark
+        if request.stack is not None or request.efficiency is not None or key == result_files.table_benchmark():
+            return None
+        bench = self.benchmark(key)
+        found = fit_for(bench, request.accelerator) if bench is not None else None
+        if found is None:
+            return None
+        whose, group = found
+        borrowed = "" if whose == request.accelerator.id else f", borrowed from {whose}"
+        return Calibrated(group.efficiency, template(request.accelerator),
+                          f"published v3.1 {key} scores of {len(group.fitted_on)} {whose} "
+                          f"entr{'y' if len(group.fitted_on) == 1 else 'ies'}{borrowed}"
+                          + (OVERCOUNT_NOTE if group.efficiency.compute > 1 else ""))

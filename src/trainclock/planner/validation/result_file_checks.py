@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainclock.planner import calibrate, search
-from trainclock.planner.calibrate import CalibrationData, Check, StackFit
-from trainclock.planner.plan import Plan, complete
-from trainclock.planner.mlperf_data import LogTiming
-from trainclock.planner.predict import Prediction, predict
+from trainclock.planner.calibration import result_files
+from trainclock.planner.calibration.mlperf_data import LogTiming
+from trainclock.planner.calibration.result_files import CalibrationData, Check, StackFit
+from trainclock.planner.model import search
+from trainclock.planner.model.parallel_plan import Plan, complete
+from trainclock.planner.model.predict import Prediction, predict
 
 GOAL_MEAN_ERROR = 0.03  # mean absolute error on entries left out of the fit, total and training part
 GOAL_WORST_ERROR = 0.06
@@ -54,7 +55,7 @@ class ValidationReport:
 
     def goal_rows(self) -> list[tuple[str, str, tuple[float, float] | None]]:
         """(which test, which part, (mean, worst) error) for every part the goal covers."""
-        return [(name, part, calibrate.error_summary(rows, part))
+        return [(name, part, result_files.error_summary(rows, part))
                 for name, rows in (("leave-one-out", self.leave_one_out), ("extrapolation", self.extrapolation))
                 for part in GOAL_PARTS]
 
@@ -65,13 +66,13 @@ class ValidationReport:
 
 
 def validate(data: CalibrationData) -> ValidationReport:
-    fits = calibrate.fit(data)
+    fits = result_files.fit(data)
     return ValidationReport(
         fits=fits,
-        fitted=calibrate.check(data, fits, data.entries),
+        fitted=result_files.check(data, fits, data.entries),
         logs=[_log_check(data, fits[s], t) for s, t in data.timings.items()],
-        leave_one_out=calibrate.leave_one_out(data),
-        extrapolation=calibrate.extrapolation(data, EXTRAPOLATE_FROM),
+        leave_one_out=result_files.leave_one_out(data),
+        extrapolation=result_files.extrapolation(data, EXTRAPOLATE_FROM),
         projections=[p for accelerator, count, gbs in PROJECTIONS for p in _projections(data, fits, accelerator, count, gbs)],
         unit=data.cost.progress_unit,
     )
@@ -79,7 +80,7 @@ def validate(data: CalibrationData) -> ValidationReport:
 
 def _log_check(data: CalibrationData, fit: StackFit, timing: LogTiming) -> LogCheck:
     entry = data.entry(fit.stack.timing_entry)
-    run = calibrate.entry_prediction(data, entry, fit.efficiency, entry.published.scored_run_units)
+    run = result_files.entry_prediction(data, entry, fit.efficiency, entry.published.scored_run_units)
     return LogCheck(fit.stack.id, entry.key, timing.mean_step_s, run.step.step_s, timing.mean_eval_s, run.eval_s,
                     timing.gradient_accumulation_steps, run.step.micro_batches)
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from trainclock.planner.convergence import ConvergenceModel, eval_interval_samples
-from trainclock.planner.hardware import Accelerator
-from trainclock.planner.memory import MemoryBreakdown, memory_per_accelerator
-from trainclock.planner.plan import Plan
-from trainclock.planner.step_time import Efficiency, StepBreakdown, eval_seconds, step_time
-from trainclock.planner.validity import require_valid
+from trainclock.planner.model.convergence import ConvergenceModel, eval_interval_samples
+from trainclock.planner.model.feasibility import require_valid
+from trainclock.planner.model.hardware import Accelerator
+from trainclock.planner.model.memory import MemoryBreakdown, memory_per_accelerator
+from trainclock.planner.model.parallel_plan import Plan
+from trainclock.planner.model.step_time import Efficiency, StepBreakdown, eval_seconds, step_time
 from trainclock.workload.cost_model import WorkloadCost
 
 

@@ -16,23 +16,16 @@ The FLOPs are the same for both (the model's useful work: masked-LM head on the 
 
 from __future__ import annotations
 
-import argparse
-import os
-
 import torch
 from transformers import BertForPreTraining
 
-from trainclock.distributed.context import single_process
-from trainclock.train.step import train_step
+import harness
 from trainclock.workload.base import RunSettings
-from trainclock.workloads.bert import WORKLOAD
 from trainclock.workloads.bert.model import bert_config
-from trainclock.workloads.bert.spec import get_member
-from timing import CPU, autocast_for, timed_at_peak
+from timing import autocast_for
 
 
-def plain_step(job, precision: str, batches, compiled: bool):
-    spec = get_member(job.name)
+def plain_step(job, spec, precision: str, batches, compiled: bool):
     model = BertForPreTraining(bert_config(spec.shape, spec.dropout))
     model.load_state_dict({k.removeprefix("_orig_mod."): v for k, v in job.model.state_dict().items()})
     forward = torch.compile(model) if compiled else model
@@ -47,7 +40,7 @@ def plain_step(job, precision: str, batches, compiled: bool):
         labels[rows[real], b["masked_lm_positions"][real]] = b["masked_lm_ids"][real]
         with autocast():
             out = forward(input_ids=b["input_ids"], attention_mask=b["input_mask"], token_type_ids=b["segment_ids"],
-                        labels=labels, next_sentence_label=b["next_sentence_labels"])
+                          labels=labels, next_sentence_label=b["next_sentence_labels"])
         out.loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -56,34 +49,21 @@ def plain_step(job, precision: str, batches, compiled: bool):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--member", default="bert-mini")
-    p.add_argument("--steps", type=int, default=8)
+    p = harness.parser(__doc__, member="bert-mini", steps=8)
     p.add_argument("--compile", action="store_true", help="also time both loops under torch.compile (fp32)")
     args = p.parse_args()
-    spec = get_member(args.member)
+    bench = harness.Bench.build(args.member)
+    spec = bench.spec
     tokens = spec.global_batch_size * spec.seq_len
-    print(f"{args.member}: {spec.global_batch_size} x {spec.seq_len} tokens per step, {args.steps} timed steps, "
-          f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}")
-    ctx = single_process()
+    bench.header(args.steps, f"{spec.global_batch_size} x {spec.seq_len} tokens per step")
     modes = [("fp32", "fp32", False), ("bf16", "bf16", False)] + ([("fp32 compiled", "fp32", True)] if args.compile else [])
-    for label, precision, compiled in modes:
-        # starts from the tier's phase-1 checkpoint
-        job = WORKLOAD.build_job(spec, ctx, CPU, 1, RunSettings(compile=compiled))
-        batches = [job.batch(s, slice(0, job.global_batch_size)) for s in range(args.steps + 1)]  # the loop's own batches, for both loops
-        plain = plain_step(job, precision, batches, compiled)  # copies the start weights before trainclock trains
-        optimizer, autocast = job.optimizer.build(job.model), autocast_for(precision)
-
-        def ours(s: int) -> None:
-            train_step(job, optimizer, batches[s], job.micro_batch_size, autocast, CPU, ctx)
-
-        row = {}
-        for name, step in (("trainclock", ours), ("plain", plain)):
-            seconds, peak = timed_at_peak(step, args.steps, first=1, warm_up=1)
-            row[name] = (tokens / seconds, job.flops_per_sample * spec.global_batch_size / seconds / peak)
-            print(f"  {label:13} {name:10} {row[name][0]:8,.0f} tokens/s  MFU {row[name][1]:6.1%}  "
-                  f"(peak {peak / 1e9:,.0f} GFLOP/s)")
-        print(f"  {label:13} ratio trainclock / plain: {row['trainclock'][0] / row['plain'][0]:.2f}")
+    for i, (label, precision, compiled) in enumerate(modes):
+        if i:  # a fresh job per mode, from the tier's phase-1 checkpoint
+            bench = bench.rebuild(RunSettings(compile=compiled))
+        batches = bench.batches(args.steps + 1)  # the loop's own batches, for both loops
+        plain = plain_step(bench.job, spec, precision, batches, compiled)  # copies the start weights first
+        harness.compare({"trainclock": bench.step(batches, precision), "plain": plain}, bench, args.steps,
+                        label=f"{label:13}", unit="tokens", units_per_step=tokens)
 
 
 if __name__ == "__main__":

@@ -16,18 +16,13 @@ around each timing: the CPU is shared and its speed drifts) and the ratio trainc
 
 from __future__ import annotations
 
-import argparse
-import os
+import copy
 
 import torch
 from torch import nn
 
-from trainclock.distributed.context import single_process
-from trainclock.train.step import train_step
-from trainclock.workload.base import RunSettings
-from trainclock.workloads.dlrm_dcnv2 import WORKLOAD
-from trainclock.workloads.dlrm_dcnv2.spec import get_member
-from timing import CPU, autocast_for, timed, timed_at_peak
+import harness
+from timing import autocast_for
 
 
 class PlainDlrm(nn.Module):
@@ -59,8 +54,6 @@ def jagged(batch: dict, multi_hot: list[int]) -> tuple[torch.Tensor, list[torch.
 
 
 def plain_step(job, precision: str, batches, multi_hot: list[int], lr: float):
-    import copy
-
     model = PlainDlrm(copy.deepcopy(job.model), multi_hot)
     optimizer = torch.optim.Adagrad(model.parameters(), lr=lr, eps=1e-8)
     autocast, loss_fn = autocast_for(precision), nn.BCEWithLogitsLoss()
@@ -78,34 +71,20 @@ def plain_step(job, precision: str, batches, multi_hot: list[int], lr: float):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--member", default="dlrm-mini")
-    p.add_argument("--steps", type=int, default=20)
-    args = p.parse_args()
-    spec = get_member(args.member)
+    args = harness.parser(__doc__, member="dlrm-mini", steps=20).parse_args()
+    bench = harness.Bench.build(args.member)
+    spec = bench.spec
     multi_hot = list(spec.shape.multi_hot)
     gbs = spec.global_batch_size
-    print(f"{args.member}: {gbs} samples per step ({sum(multi_hot)} ids each), {args.steps} timed steps, "
-          f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}")
-    ctx = single_process()
-    for precision in ("fp32", "bf16"):
-        job = WORKLOAD.build_job(spec, ctx, CPU, 1, RunSettings())
-        loader = timed(lambda s: job.batch(s, slice(0, job.global_batch_size)), args.steps, first=1, warm_up=1)
-        print(f"  loader alone: {gbs / loader:10,.0f} samples/s (memory-mapped day files, hashed ids)")
-        batches = [job.batch(s, slice(0, job.global_batch_size)) for s in range(args.steps + 1)]  # the loop's own batches, for both loops
-        plain = plain_step(job, precision, batches, multi_hot, spec.learning_rate)  # copies the start weights
-        optimizer, autocast = job.optimizer.build(job.model), autocast_for(precision)
-
-        def ours(s: int) -> None:
-            train_step(job, optimizer, batches[s], job.micro_batch_size, autocast, CPU, ctx)
-
-        row = {}
-        for name, step in (("trainclock", ours), ("plain", plain)):
-            seconds, peak = timed_at_peak(step, args.steps, first=1, warm_up=1)
-            row[name] = (gbs / seconds, job.flops_per_sample * gbs / seconds / peak)
-            print(f"  {precision:4} {name:10} {row[name][0]:8,.0f} samples/s  MFU {row[name][1]:6.1%}  "
-                  f"(peak {peak / 1e9:,.0f} GFLOP/s)")
-        print(f"  {precision:4} ratio trainclock / plain: {row['trainclock'][0] / row['plain'][0]:.2f}")
+    bench.header(args.steps, f"{gbs} samples per step ({sum(multi_hot)} ids each)")
+    for i, precision in enumerate(("fp32", "bf16")):
+        if i:
+            bench = bench.rebuild()
+        print(f"  loader alone: {harness.loader_rate(bench, args.steps):10,.0f} samples/s (memory-mapped day files, hashed ids)")
+        batches = bench.batches(args.steps + 1)  # the loop's own batches, for both loops
+        plain = plain_step(bench.job, precision, batches, multi_hot, spec.learning_rate)  # copies the start weights
+        harness.compare({"trainclock": bench.step(batches, precision), "plain": plain}, bench, args.steps,
+                        label=f"{precision:4}")
 
 
 if __name__ == "__main__":

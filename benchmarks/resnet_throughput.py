@@ -20,8 +20,6 @@ the CPU is shared and its speed drifts), the ratio trainclock / plain, then the 
 
 from __future__ import annotations
 
-import argparse
-import os
 from dataclasses import replace
 
 import torch
@@ -29,32 +27,13 @@ import torchvision.transforms.v2 as T
 from torch.utils.data import DataLoader
 from torchvision.datasets import ImageFolder
 
-from trainclock.distributed.context import single_process
-from trainclock.train.step import train_step
-from trainclock.workload.base import RunSettings
-from trainclock.workloads.resnet import WORKLOAD
+import harness
 from trainclock.workloads.resnet.data.folder import scan
+from trainclock.workloads.resnet.data.loader import StepLoader
 from trainclock.workloads.resnet.data.prepare import prepare
 from trainclock.workloads.resnet.data.transforms import MEAN, STD
 from trainclock.workloads.resnet.model import build_model
-from trainclock.workloads.resnet.spec import get_member
-from timing import CPU, autocast_for, timed, timed_at_peak
-
-
-def interleaved(steps: dict, count: int, rounds: int = 3) -> dict[str, tuple[float, float]]:
-    """Seconds per step of each loop, and the machine peak around it: the loops take turns in
-    `rounds` rounds of count/rounds steps (a shared CPU's speed drifts over a run), best round kept."""
-    for step in steps.values():
-        for s in range(3):  # workers started, first batches decoded, allocator warm: untimed
-            step(s)
-    best: dict[str, tuple[float, float]] = {}
-    per_round = max(1, count // rounds)
-    for r in range(rounds):
-        for name, step in steps.items():
-            seconds, peak = timed_at_peak(step, per_round, 3 + r * per_round)
-            if name not in best or seconds < best[name][0]:
-                best[name] = (seconds, peak)
-    return best
+from timing import autocast_for, timed
 
 
 def plain_loader(root, spec, workers: int) -> DataLoader:
@@ -95,39 +74,25 @@ def loader_alone(step_images, steps: int, images_per_step: int) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--member", default="resnet-mini")
-    p.add_argument("--steps", type=int, default=30)
+    p = harness.parser(__doc__, member="resnet-mini", steps=30)
     p.add_argument("--workers", type=int, default=1, help="DataLoader workers for both loops")
     p.add_argument("--precisions", default="fp32,bf16")
     args = p.parse_args()
-    spec = replace(get_member(args.member), loader_workers=args.workers)
-    root = prepare(spec.train_images, spec.val_images, 28)
-    gbs = spec.global_batch_size
-    print(f"{args.member}: {spec.shape.describe()}; {gbs} images per step, {args.steps} timed steps, "
-          f"{torch.get_num_threads()} threads, {args.workers} loader worker(s), load average {os.getloadavg()[0]:.1f}")
-    ctx = single_process()
-    for precision in args.precisions.split(","):
-        for channels_last in (True, False):
-            s = replace(spec, channels_last=channels_last)
-            job = WORKLOAD.build_job(s, ctx, CPU, 1, RunSettings())
-            plain = plain_step(job, s, root, precision, args.workers)  # copies the start weights first
-            optimizer, autocast = job.optimizer.build(job.model), autocast_for(precision)
-
-            def ours(step: int) -> None:
-                batch = job.batch(step, slice(0, gbs))
-                train_step(job, optimizer, batch, job.micro_batch_size, autocast, CPU, ctx)
-
-            row = {}
-            for name, (seconds, peak) in interleaved({"trainclock": ours, "plain": plain}, args.steps).items():
-                row[name] = (gbs / seconds, job.flops_per_sample * gbs / seconds / peak)
-                layout = "channels_last" if channels_last else "contiguous"
-                print(f"  {precision:4} {layout:13} {name:10} {row[name][0]:7,.0f} images/s  MFU {row[name][1]:6.1%}  "
-                      f"(peak {peak / 1e9:,.0f} GFLOP/s)")
-            print(f"  {precision:4} ratio trainclock / plain: {row['trainclock'][0] / row['plain'][0]:.2f}")
-    folder = scan(root)
-    from trainclock.workloads.resnet.data.loader import StepLoader
-
+    modes = [(precision, channels_last) for precision in args.precisions.split(",") for channels_last in (True, False)]
+    for i, (precision, channels_last) in enumerate(modes):
+        bench = harness.Bench.build(args.member, spec_of=lambda s, cl=channels_last: replace(
+            s, loader_workers=args.workers, channels_last=cl))
+        spec = bench.spec
+        root = prepare(spec.train_images, spec.val_images, 28)  # the tier's JPEG folders, cached
+        if i == 0:
+            bench.header(args.steps, f"{spec.shape.describe()}; {spec.global_batch_size} images per step",
+                         workers=f"{args.workers} loader worker(s)")
+        plain = plain_step(bench.job, spec, root, precision, args.workers)  # copies the start weights first
+        layout = "channels_last" if channels_last else "contiguous"
+        # both loops read their batches inside the timing (bench.step(None)): the loader is part of a step
+        harness.compare({"trainclock": bench.step(None, precision), "plain": plain}, bench, args.steps,
+                        label=f"{precision:4} {layout:13}", timing=harness.interleaved(args.steps))
+    gbs, folder = spec.global_batch_size, scan(root)
     for workers in sorted({0, 1, args.workers}):
         ours_alone = StepLoader(folder.train, spec.transforms, 1, gbs, slice(0, gbs), workers)
         plain_alone = iter(plain_loader(root, spec, workers))

@@ -27,23 +27,17 @@ utterances a micro-batch as the reference's 8-GPU run (1024 / 8 GPUs / 8 accumul
 
 from __future__ import annotations
 
-import argparse
 import copy
-import os
-import time
 
 import torch
 
-from trainclock.distributed.context import single_process
-from trainclock.optim.lamb import LambOptimizer
+import harness
 from trainclock.optim.base import parameter_groups
-from trainclock.train.step import train_step
-from trainclock.workload.base import RunSettings
-from trainclock.workloads.rnnt import WORKLOAD
+from trainclock.optim.lamb import LambOptimizer
 from trainclock.workloads.rnnt.features import SAMPLE_RATE, features
 from trainclock.workloads.rnnt.loss import lattice_log_probs, transducer_loss
 from trainclock.workloads.rnnt.spec import get_member
-from timing import CPU, autocast_for, timed_at_peak
+from timing import autocast_for, timed
 
 
 def plain_step(job, spec, precision: str, batches):
@@ -98,14 +92,7 @@ def full_size(device: torch.device, steps: int, micro: int = 16) -> None:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize(device) if device.type == "cuda" else None
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    torch.cuda.synchronize(device) if device.type == "cuda" else None
-    seconds = (time.perf_counter() - start) / steps
+    seconds = timed(lambda _s: step(), steps, first=3, warm_up=3, device=device)
     flops = spec.flops_per_sample(frames * spec.features.subsampling / 100, pieces) * micro / seconds
     memory = torch.cuda.max_memory_allocated(device) / 2 ** 30 if device.type == "cuda" else 0.0
     print(f"rnnt-librispeech on {device}: micro-batch {micro}, {frames} frames, {pieces} pieces, bf16: "
@@ -121,37 +108,24 @@ def job_optimizer(spec):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--member", default="rnnt-mini")
-    p.add_argument("--steps", type=int, default=8)
+    p = harness.parser(__doc__, member="rnnt-mini", steps=8)
     p.add_argument("--full", action="store_true", help="the full-size network on generated features (GPU)")
     p.add_argument("--device", default="cpu")
     args = p.parse_args()
     if args.full:
         full_size(torch.device(args.device), args.steps)
         return
-    spec = get_member(args.member)
-    print(f"{args.member}: {spec.global_batch_size} utterances per step, {args.steps} timed steps, "
-          f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}")
-    ctx = single_process()
-    for precision in ("fp32", "bf16"):
-        job = WORKLOAD.build_job(spec, ctx, CPU, 1, RunSettings())  # the tier's speech, cached
-        batches = [job.batch(s, slice(0, job.global_batch_size)) for s in range(args.steps + 1)]  # the loop's own batches, for both loops
+    bench = harness.Bench.build(args.member)  # the tier's speech, cached
+    spec = bench.spec
+    bench.header(args.steps)
+    for i, precision in enumerate(("fp32", "bf16")):
+        if i:
+            bench = bench.rebuild()
+        batches = bench.batches(args.steps + 1)  # the loop's own batches, for both loops
         audio_s = sum(float(b["samples"].sum()) / SAMPLE_RATE for b in batches[1:]) / args.steps  # after speed perturbation
-        plain = plain_step(job, spec, precision, batches)
-        optimizer, autocast = job.optimizer.build(job.model), autocast_for(precision)
-
-        def ours(s: int) -> None:
-            train_step(job, optimizer, batches[s], job.micro_batch_size, autocast, CPU, ctx)
-
-        row = {}
-        for name, step in (("trainclock", ours), ("plain", plain)):
-            seconds, peak = timed_at_peak(step, args.steps, first=1, warm_up=1)
-            per_s = spec.global_batch_size / seconds
-            row[name] = per_s
-            print(f"  {precision:4} {name:10} {per_s:7.1f} utterances/s  {audio_s / seconds:7.1f} audio s/s  "
-                  f"MFU {job.flops_per_sample * per_s / peak:6.1%}  (peak {peak / 1e9:,.0f} GFLOP/s)")
-        print(f"  {precision:4} ratio trainclock / plain: {row['trainclock'] / row['plain']:.2f}")
+        plain = plain_step(bench.job, spec, precision, batches)
+        harness.compare({"trainclock": bench.step(batches, precision), "plain": plain}, bench, args.steps,
+                        label=f"{precision:4}", extras=lambda seconds: f"{audio_s / seconds:7.1f} audio s/s")
 
 
 if __name__ == "__main__":

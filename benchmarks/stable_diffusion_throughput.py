@@ -9,28 +9,22 @@ on the same latents, captions, noise and start weights; and the evaluation's tim
               loss = mse(unet(noisy, t, encoder_hidden_states).sample, target); backward; step; zero_grad,
               with torch AdamW, no trainclock code, on a copy of the same UNet and text encoder
 
-It prints images/s and the ratio trainclock / plain, then one evaluation's wall time (generation
-with DDIM and guidance, FID features, CLIP cosines) and its share of a run of the tier's length.
+It prints images/s, MFU against the machine's matmul peak (the UNet's FLOPs; the encoders are
+frozen) and the ratio trainclock / plain, then one evaluation's wall time (generation with DDIM and
+guidance, FID features, CLIP cosines) and its share of a run of the tier's length.
 
   python benchmarks/stable_diffusion_throughput.py [--member sd-mini] [--steps 6]
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
-import os
-import time
 
 import torch
 
-from trainclock.distributed.context import single_process
-from trainclock.train.step import train_step
-from trainclock.workload.base import RunSettings
-from trainclock.workloads.stable_diffusion import WORKLOAD
+import harness
 from trainclock.workloads.stable_diffusion.diffusion import training_scheduler
-from trainclock.workloads.stable_diffusion.spec import get_member
-from timing import CPU, autocast_for, timed
+from timing import autocast_for
 
 
 def plain_step(job, precision: str, batches):
@@ -57,31 +51,18 @@ def plain_step(job, precision: str, batches):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--member", default="sd-mini")
-    p.add_argument("--steps", type=int, default=6)
-    args = p.parse_args()
-    spec = get_member(args.member)
-    print(f"{args.member}: {spec.global_batch_size} images per step, {args.steps} timed steps, "
-          f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}")
-    ctx = single_process()
-    for precision in ("fp32", "bf16"):
-        job = WORKLOAD.build_job(spec, ctx, CPU, 1, RunSettings())
-        batches = [job.batch(s, slice(0, job.global_batch_size)) for s in range(args.steps + 1)]
-        plain = plain_step(job, precision, batches)
-        optimizer, autocast = job.optimizer.build(job.model), autocast_for(precision)
-
-        def ours(s: int) -> None:
-            train_step(job, optimizer, batches[s], job.micro_batch_size, autocast, CPU, ctx)
-
-        rates = {}
-        for name, step in (("trainclock", ours), ("plain", plain)):
-            rates[name] = spec.global_batch_size / timed(step, args.steps, first=1, warm_up=1)
-            print(f"  {precision:4} {name:10} {rates[name]:7.2f} images/s")
-        print(f"  {precision:4} ratio trainclock / plain: {rates['trainclock'] / rates['plain']:.2f}")
-        start = time.perf_counter()
-        job.evaluate(job.model, autocast, (0, 1))
-        seconds = time.perf_counter() - start
+    args = harness.parser(__doc__, member="sd-mini", steps=6).parse_args()
+    bench = harness.Bench.build(args.member)
+    spec = bench.spec
+    bench.header(args.steps)
+    for i, precision in enumerate(("fp32", "bf16")):
+        if i:
+            bench = bench.rebuild()
+        batches = bench.batches(args.steps + 1)
+        plain = plain_step(bench.job, precision, batches)
+        rates = harness.compare({"trainclock": bench.step(batches, precision), "plain": plain}, bench, args.steps,
+                                label=f"{precision:4}")
+        seconds, _ = harness.timed_evaluation(bench, precision)
         train_per_eval = spec.eval_every_samples / rates["trainclock"]
         print(f"  {precision:4} one evaluation ({spec.eval_captions} captions, {spec.ddim_steps} DDIM steps): "
               f"{seconds:.1f} s, {seconds / (seconds + train_per_eval):.0%} of a train+eval cycle")

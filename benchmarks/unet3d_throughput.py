@@ -17,19 +17,13 @@ trainclock / plain. The FLOPs are the same for both (the convolutions of one pat
 
 from __future__ import annotations
 
-import argparse
 import copy
-import os
 
 import torch
 
-from trainclock.distributed.context import single_process
-from trainclock.train.step import train_step
-from trainclock.workload.base import RunSettings
-from trainclock.workloads.unet3d import WORKLOAD
+import harness
 from trainclock.workloads.unet3d.loss import dice_ce_loss
-from trainclock.workloads.unet3d.spec import get_member
-from timing import CPU, autocast_for, timed_at_peak
+from timing import autocast_for
 
 
 def plain_step(job, precision: str, batches):
@@ -50,32 +44,19 @@ def plain_step(job, precision: str, batches):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--member", default="unet3d-mini")
-    p.add_argument("--steps", type=int, default=8)
-    args = p.parse_args()
-    spec = get_member(args.member)
-    voxels = spec.patch ** 3
-    print(f"{args.member}: {spec.global_batch_size} patches of {spec.patch}^3 per step, {args.steps} timed steps, "
-          f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}")
-    ctx = single_process()
-    for precision in ("fp32", "bf16"):
-        job = WORKLOAD.build_job(spec, ctx, CPU, 1, RunSettings())  # the tier's generated volumes, cached
-        batches = [job.batch(s, slice(0, job.global_batch_size)) for s in range(args.steps + 1)]  # the loop's own batches, for both loops
-        plain = plain_step(job, precision, batches)
-        optimizer, autocast = job.optimizer.build(job.model), autocast_for(precision)
-
-        def ours(s: int) -> None:
-            train_step(job, optimizer, batches[s], job.micro_batch_size, autocast, CPU, ctx)
-
-        row = {}
-        for name, step in (("trainclock", ours), ("plain", plain)):
-            seconds, peak = timed_at_peak(step, args.steps, first=1, warm_up=1)
-            samples_per_s = spec.global_batch_size / seconds
-            row[name] = (samples_per_s, job.flops_per_sample * samples_per_s / peak)
-            print(f"  {precision:4} {name:10} {samples_per_s:7.2f} patches/s  {samples_per_s * voxels / 1e6:6.2f} Mvoxel/s  "
-                  f"MFU {row[name][1]:6.1%}  (peak {peak / 1e9:,.0f} GFLOP/s)")
-        print(f"  {precision:4} ratio trainclock / plain: {row['trainclock'][0] / row['plain'][0]:.2f}")
+    args = harness.parser(__doc__, member="unet3d-mini", steps=8).parse_args()
+    bench = harness.Bench.build(args.member)  # the tier's generated volumes, cached
+    spec = bench.spec
+    gbs, voxels = spec.global_batch_size, spec.patch ** 3
+    bench.header(args.steps, f"{gbs} patches of {spec.patch}^3 per step")
+    for i, precision in enumerate(("fp32", "bf16")):
+        if i:
+            bench = bench.rebuild()
+        batches = bench.batches(args.steps + 1)  # the loop's own batches, for both loops
+        plain = plain_step(bench.job, precision, batches)
+        harness.compare({"trainclock": bench.step(batches, precision), "plain": plain}, bench, args.steps,
+                        label=f"{precision:4}", unit="patches",
+                        extras=lambda seconds: f"{gbs * voxels / seconds / 1e6:6.2f} Mvoxel/s")
 
 
 if __name__ == "__main__":

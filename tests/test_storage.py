@@ -5,7 +5,8 @@ import stat
 
 import pytest
 
-from trainclock.storage import atomic_write_text, atomic_writer, staged_folder
+from trainclock.storage import (atomic_write_text, atomic_writer, build_once, cache_key, files_fingerprint, prepared_path,
+                                staged_folder)
 
 
 def test_a_failed_write_leaves_the_last_good_file_and_no_temporary(tmp_path):
@@ -123,3 +124,51 @@ def test_a_live_process_staging_folder_is_left_alone(tmp_path):
         assert staging.exists()
         (staging / "meta.json").write_text("{}")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"]
+
+
+def test_a_cache_key_is_the_hash_every_prepare_module_used_so_existing_caches_stay_valid(tmp_path, monkeypatch):
+    """The modules hashed f"{a}\\0{b}..." themselves; a user's prepared folders keep their names."""
+    import hashlib
+
+    monkeypatch.setenv("TRAINCLOCK_HOME", str(tmp_path))
+    parts = (1, "coco", (32, 32, 32), 3e-3, tmp_path / "raw")
+    by_hand = hashlib.sha256(f"{1}\0{'coco'}\0{(32, 32, 32)}\0{3e-3}\0{tmp_path / 'raw'}".encode()).hexdigest()
+    assert cache_key(*parts) == by_hand[:12] and cache_key(*parts, digits=10) == by_hand[:10]
+    assert cache_key(1, 2, 3) == hashlib.sha256(b"1\x002\x003").hexdigest()[:12]
+    assert prepared_path("tier", *parts) == tmp_path / "prepared" / f"tier-{by_hand[:12]}"
+    assert prepared_path("index", 7, digits=16, suffix=".npz").name == f"index-{hashlib.sha256(b'7').hexdigest()[:16]}.npz"
+    text = tmp_path / "a.txt"
+    text.write_text("words")
+    st = text.stat()
+    assert files_fingerprint([text]) == hashlib.sha256(f"{text}\0{st.st_size}\0{st.st_mtime_ns}\n".encode()).hexdigest()
+    os.utime(text, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    assert files_fingerprint([text]) != hashlib.sha256(f"{text}\0{st.st_size}\0{st.st_mtime_ns}\n".encode()).hexdigest()
+
+
+def test_build_once_builds_a_missing_cache_once_and_again_only_when_forced(tmp_path):
+    folder, builds = tmp_path / "prepared" / "tier", []
+
+    def build(staging):
+        builds.append(staging)
+        (staging / "data.bin").write_text(str(len(builds)))
+        (staging / "meta.json").write_text("{}")
+
+    assert build_once(folder, "meta.json", build) == folder
+    assert build_once(folder, "meta.json", build) == folder and len(builds) == 1  # cached
+    assert build_once(folder, "meta.json", build, force=True) == folder and len(builds) == 2
+    assert (folder / "data.bin").read_text() == "2" and builds[1] != folder
+    assert [p.name for p in folder.parent.iterdir()] == ["tier"]  # no staging or discarded copy left
+
+
+def test_build_once_that_fails_or_forgets_its_marker_leaves_no_cache(tmp_path):
+    folder = tmp_path / "tier"
+
+    def crash(staging):
+        (staging / "data.bin").write_text("half")
+        raise RuntimeError("killed mid-build")
+
+    with pytest.raises(RuntimeError):
+        build_once(folder, "meta.json", crash)
+    with pytest.raises(FileNotFoundError, match="meta.json was not written"):
+        build_once(folder, "meta.json", lambda staging: (staging / "data.bin").write_text("no marker"))
+    assert list(tmp_path.iterdir()) == []

@@ -1,13 +1,17 @@
-"""Where trainclock keeps its files, and how it writes them without ever leaving half a file."""
+"""Where trainclock keeps its files, and how it writes them without ever leaving half a file; the
+prepared data every benchmark caches under the data home, keyed by a hash of its inputs and built
+once (prepared_path, build_once)."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -18,6 +22,53 @@ def data_home() -> Path:
         return Path(home)
     xdg = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
     return Path(xdg) / "trainclock"
+
+
+def cache_key(*parts: object, digits: int = 12) -> str:
+    """The first `digits` hex digits of the SHA-256 of `parts` (each formatted as an f-string would)
+    joined by NUL bytes: the key of a cache made from these inputs and settings, new whenever any
+    of them changes."""
+    return hashlib.sha256("\0".join(map(format, parts)).encode()).hexdigest()[:digits]
+
+
+def files_fingerprint(paths: Iterable[Path]) -> str:
+    """The SHA-256 of each file's resolved path, size and modification time: a new value when any
+    of the files is edited, replaced or moved, without reading them."""
+    h = hashlib.sha256()
+    for p in paths:
+        st = p.stat()
+        h.update(f"{p.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class InputFiles:
+    """Named input files (a corpus, shards): their fingerprint keys what is prepared from them."""
+
+    name: str
+    paths: tuple[Path, ...]
+
+    def fingerprint(self) -> str:
+        return files_fingerprint(self.paths)
+
+
+def prepared_path(name: str, *parts: object, digits: int = 12, suffix: str = "") -> Path:
+    """<data home>/prepared/<name>-<cache_key(*parts)><suffix>: where a benchmark keeps what it
+    prepared from `parts` (its inputs, settings and format version)."""
+    return data_home() / "prepared" / f"{name}-{cache_key(*parts, digits=digits)}{suffix}"
+
+
+def build_once(folder: Path, marker: str, build: Callable[[Path], object], force: bool = False) -> Path:
+    """`folder`, built first where it does not hold `marker` yet: `build(staging)` fills a
+    staged_folder and writes `marker` last, so a killed build never leaves a half cache looking
+    complete, and the staging folders of dead processes are removed. `force` discards the folder
+    first, in one step."""
+    if force:
+        discard_folder(folder)
+    if not (folder / marker).exists():
+        with staged_folder(folder, marker) as staging:
+            build(staging)
+    return folder
 
 
 # a file's mode as a plain open() would create it: the kernel takes the umask off; never executable

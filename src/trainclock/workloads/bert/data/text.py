@@ -5,28 +5,18 @@ never depends on the machine, the seed or the run."""
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 
 from trainclock.datasets import shakespeare
 from trainclock.errors import DataError, UsageError
+from trainclock.storage import InputFiles, cache_key
 
 LINES_PER_DOCUMENT = 200
 EVAL_EVERY = 20
 
 
-@dataclass(frozen=True)
-class TextSource:
-    name: str
-    paths: tuple[Path, ...]
-
-    def fingerprint(self) -> str:
-        h = hashlib.sha256()
-        for p in self.paths:
-            st = p.stat()
-            h.update(f"{p.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-        return h.hexdigest()
+class TextSource(InputFiles):
+    """Text files, read as documents of sentences."""
 
     def documents(self) -> tuple[list[list[str]], list[list[str]]]:
         """(train, eval) documents, each a list of non-empty lines (the sentences)."""
@@ -53,4 +43,4 @@ def parse_source(text: str) -> TextSource:
     paths = tuple(sorted(path.glob("*.txt"))) if path.is_dir() else ((path,) if path.is_file() else ())
     if not paths:
         raise UsageError(f"no text files found at {text!r} (looked for *.txt); name a file or a folder")
-    return TextSource("text-" + hashlib.sha256(str(paths).encode()).hexdigest()[:8], paths)
+    return TextSource("text-" + cache_key(paths, digits=8), paths)

@@ -12,7 +12,6 @@ is written through storage.staged_folder, its marker last, so a folder holding i
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import os
 import shutil
@@ -21,7 +20,7 @@ from pathlib import Path
 from PIL import Image, UnidentifiedImageError
 
 from trainclock.errors import DataError
-from trainclock.storage import data_home, discard_folder, staged_folder
+from trainclock.storage import build_once, cache_key, discard_folder, prepared_path
 from trainclock.workloads.detection.data.layout import OPENIMAGES_LABELS, OPENIMAGES_NAMES, pixel_limit
 
 CLASS_FILE = "class-descriptions-boxable.csv"
@@ -175,15 +174,13 @@ def _stamp(raw: Path) -> str:
 
 
 def _prefix(raw: Path) -> str:
-    key = hashlib.sha256(str(Path(raw).expanduser().resolve()).encode()).hexdigest()[:10]
-    return f"openimages-mlperf-{key}-"
+    return f"openimages-mlperf-{cache_key(Path(raw).expanduser().resolve(), digits=10)}-"
 
 
 def converted_folder(raw: Path) -> Path:
     """Where the conversion of `raw`'s CSVs as they are now lives (keyed by their path, sizes and mtimes)."""
     raw = Path(raw).expanduser()
-    stamp = hashlib.sha256(_stamp(raw).encode()).hexdigest()[:10]
-    return data_home() / "prepared" / f"{_prefix(raw)}{stamp}"
+    return prepared_path(_prefix(raw).removesuffix("-"), _stamp(raw), digits=10)
 
 
 def is_converted(raw: Path) -> bool:
@@ -195,12 +192,11 @@ def convert(raw: Path, force: bool = False) -> Path:
     since, or if `force`); conversions of older versions of the CSVs are removed."""
     raw = Path(raw).expanduser()
     folder = converted_folder(raw)
-    if force:
-        discard_folder(folder)  # in one step: no half cache left looking complete
-    if (folder / MARKER).is_file():
+    if not force and (folder / MARKER).is_file():
         return folder
-    known, classes = read_classes(raw / CLASS_FILE)
-    with staged_folder(folder, MARKER) as staging:
+
+    def build(staging: Path) -> None:
+        known, classes = read_classes(raw / CLASS_FILE)
         for split, name in OPENIMAGES_NAMES.items():
             boxes = read_boxes(_box_file(raw, split), known, classes)
             if not boxes:
@@ -210,6 +206,8 @@ def convert(raw: Path, force: bool = False) -> Path:
             labels.parent.mkdir(parents=True)
             labels.write_text(json.dumps(labels_json(boxes, raw / name, data)))
         (staging / MARKER).write_text(json.dumps({"raw": str(raw.resolve()), "sources": _stamp(raw).split("\0\0")}))
+
+    build_once(folder, MARKER, build, force)
     for stale in folder.parent.glob(f"{_prefix(raw)}*"):  # conversions of the CSVs as they were before
         if stale.name != folder.name:
             discard_folder(stale)

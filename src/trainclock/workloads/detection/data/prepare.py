@@ -4,7 +4,6 @@ items. The folder is built under a staging name and renamed whole, so its presen
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import numpy as np
 from PIL import Image
 from pycocotools import mask as mask_utils
 
-from trainclock.storage import data_home, discard_folder, staged_folder
+from trainclock.storage import build_once, prepared_path
 from trainclock.workloads.detection.data.layout import COCO_NAMES, OPENIMAGES_LABELS, OPENIMAGES_NAMES
 from trainclock.workloads.detection.data.mosaic import mosaic
 from trainclock.datasets.fashion_mnist import CLASSES, load_split, source_folder
@@ -54,20 +53,17 @@ def generate(count: int, side: int, seed: int, split: str) -> list:
 
 
 def prepared_folder(layout: str, train: int, val: int, side: int, seed: int) -> Path:
-    key = hashlib.sha256(f"{FORMAT_VERSION}\0{source_folder()}\0{layout}\0{train}\0{val}\0{side}\0{seed}".encode())
-    return data_home() / "prepared" / f"detection-mosaic-{layout}-{train}-{val}-{side}px-{key.hexdigest()[:10]}"
+    return prepared_path(f"detection-mosaic-{layout}-{train}-{val}-{side}px", FORMAT_VERSION, source_folder(), layout,
+                         train, val, side, seed, digits=10)
 
 
 def prepare(layout: str, train: int, val: int, side: int, seed: int = 0, force: bool = False) -> Path:
     """The tier's folder (made now if missing) in `layout`: "coco" or "openimages"."""
-    folder = prepared_folder(layout, train, val, side, seed)
-    if force:
-        discard_folder(folder)  # in one step: no half cache left looking complete
-    if (folder / "meta.json").exists():
-        return folder
-    with staged_folder(folder, "meta.json") as staging:
+
+    def build(staging: Path) -> None:
         write_split(staging, layout, "train", generate(train, side, seed, "train"), 1)
         write_split(staging, layout, "val", generate(val, side, seed, "val"), 1_000_000)
         meta = {"format": FORMAT_VERSION, "layout": layout, "train": train, "val": val, "side": side, "seed": seed}
         (staging / "meta.json").write_text(json.dumps(meta))
-    return folder
+
+    return build_once(prepared_folder(layout, train, val, side, seed), "meta.json", build, force)

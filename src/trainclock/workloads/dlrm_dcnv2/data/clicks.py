@@ -15,7 +15,6 @@ reach on the eval set: meta.json records it and the target sits below it."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from trainclock.errors import DataError
-from trainclock.storage import atomic_write_text, data_home, discard_folder, staged_folder
+from trainclock.storage import atomic_write_text, build_once, prepared_path
 from trainclock.workloads.dlrm_dcnv2.data.criteo import write_day
 from trainclock.workloads.dlrm_dcnv2.spec import DENSE_FEATURES, DlrmSpec
 
@@ -119,18 +118,13 @@ def best_auc(probabilities: np.ndarray, labels: np.ndarray) -> float:
 
 
 def cache_folder(spec: DlrmSpec) -> Path:
-    key = (f"{FORMAT_VERSION}\0{DATA_SEED}\0{spec.shape.rows}\0{spec.shape.multi_hot}\0{spec.train_days}\0"
-           f"{spec.rows_per_day}\0{spec.eval_day_rows}")
-    return data_home() / "prepared" / f"dlrm_dcnv2-clicks-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    return prepared_path("dlrm_dcnv2-clicks", FORMAT_VERSION, DATA_SEED, spec.shape.rows, spec.shape.multi_hot,
+                         spec.train_days, spec.rows_per_day, spec.eval_day_rows)
 
 
 def prepare(spec: DlrmSpec, force: bool = False) -> tuple[Path, dict]:
     """The tier's day files (built once), and meta.json's record of them."""
-    folder = cache_folder(spec)
-    if force:
-        discard_folder(folder)  # in one step: no half cache left looking complete
-    if not (folder / "meta.json").exists():
-        _build(spec, folder)
+    folder = build_once(cache_folder(spec), "meta.json", lambda staging: _build(spec, staging), force)
     try:
         return folder, json.loads((folder / "meta.json").read_text())
     except (OSError, ValueError) as e:
@@ -138,23 +132,22 @@ def prepare(spec: DlrmSpec, force: bool = False) -> tuple[Path, dict]:
                         f"`trainclock data prepare {spec.name} --force`") from None
 
 
-def _build(spec: DlrmSpec, folder: Path) -> None:
+def _build(spec: DlrmSpec, staging: Path) -> None:
     rng = np.random.default_rng(DATA_SEED)
     model = calibrated(ClickModel.draw(spec.shape.rows, spec.shape.multi_hot, rng), rng)
-    with staged_folder(folder, "meta.json") as staging:
-        rates = []
-        for day in range(spec.train_days + 1):
-            n = spec.rows_per_day if day < spec.train_days else spec.eval_day_rows
-            day_rng = np.random.default_rng([DATA_SEED, day])
-            dense, sparse, logit = model.sample(n, day_rng)
-            probability = 1 / (1 + np.exp(-(logit + model.offset)))
-            labels = (day_rng.random(n) < probability).astype(np.int32)
-            write_day(staging, day, dense, labels, sparse)
-            rates.append(float(labels.mean()))
-        half = (n + 1) // 2  # the validation set: the first half of the eval day
-        meta = {"format": FORMAT_VERSION, "data_seed": DATA_SEED, "train_days": spec.train_days,
-                "rows_per_day": spec.rows_per_day, "eval_day_rows": spec.eval_day_rows,
-                "validation_samples": half, "click_rate": round(float(np.mean(rates)), 4),
-                "best_auc": round(best_auc(probability[:half], labels[:half]), 5),
-                "rows": list(spec.shape.rows), "multi_hot": list(spec.shape.multi_hot)}
-        atomic_write_text(staging / "meta.json", json.dumps(meta, indent=1) + "\n")  # last: marks it complete
+    rates = []
+    for day in range(spec.train_days + 1):
+        n = spec.rows_per_day if day < spec.train_days else spec.eval_day_rows
+        day_rng = np.random.default_rng([DATA_SEED, day])
+        dense, sparse, logit = model.sample(n, day_rng)
+        probability = 1 / (1 + np.exp(-(logit + model.offset)))
+        labels = (day_rng.random(n) < probability).astype(np.int32)
+        write_day(staging, day, dense, labels, sparse)
+        rates.append(float(labels.mean()))
+    half = (n + 1) // 2  # the validation set: the first half of the eval day
+    meta = {"format": FORMAT_VERSION, "data_seed": DATA_SEED, "train_days": spec.train_days,
+            "rows_per_day": spec.rows_per_day, "eval_day_rows": spec.eval_day_rows,
+            "validation_samples": half, "click_rate": round(float(np.mean(rates)), 4),
+            "best_auc": round(best_auc(probability[:half], labels[:half]), 5),
+            "rows": list(spec.shape.rows), "multi_hot": list(spec.shape.multi_hot)}
+    atomic_write_text(staging / "meta.json", json.dumps(meta, indent=1) + "\n")  # last: marks it complete

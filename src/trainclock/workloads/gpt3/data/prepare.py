@@ -19,7 +19,7 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from trainclock.errors import DataError
-from trainclock.storage import atomic_write_text, data_home, discard_folder, staged_folder
+from trainclock.storage import atomic_write_text, build_once, prepared_path
 from trainclock.workloads.gpt3.data.sources import Source
 
 FORMAT_VERSION = 1
@@ -38,8 +38,7 @@ class PreparedData:
 
 
 def prepared_folder(source: Source, vocab_size: int) -> Path:
-    key = hashlib.sha256(f"{FORMAT_VERSION}\0{source.fingerprint()}\0{vocab_size}".encode()).hexdigest()[:12]
-    return data_home() / "prepared" / f"{source.name}-bpe{vocab_size}-{key}"
+    return prepared_path(f"{source.name}-bpe{vocab_size}", FORMAT_VERSION, source.fingerprint(), vocab_size)
 
 
 def rebuild_hint(source: Source) -> str:
@@ -48,11 +47,8 @@ def rebuild_hint(source: Source) -> str:
 
 def prepare(source: Source, vocab_size: int, force: bool = False) -> PreparedData:
     """Load the prepared dataset for (source, vocab), building it first if needed."""
-    folder = prepared_folder(source, vocab_size)
-    if force:
-        discard_folder(folder)  # in one step: no half cache left looking complete
-    if not (folder / "meta.json").exists():
-        _build(source, vocab_size, folder)
+    folder = build_once(prepared_folder(source, vocab_size), "meta.json",
+                        lambda staging: _build(source, vocab_size, staging), force)
     return load(folder, rebuild_hint(source))
 
 
@@ -101,27 +97,26 @@ def train_tokenizer(texts, vocab_size: int) -> Tokenizer:
     return tokenizer
 
 
-def _build(source: Source, vocab_size: int, folder: Path) -> None:
-    with staged_folder(folder, "meta.json") as staging:
-        tokenizer = train_tokenizer(_train_texts(source), vocab_size)
-        if tokenizer.get_vocab_size() < 257:
-            raise DataError(f"the {source.name} corpus is too small to learn a tokenizer; give it more text")
-        tokenizer.save(str(staging / "tokenizer.json"))
-        dtype = np.dtype(np.uint16 if vocab_size <= 1 << 16 else np.uint32)
-        eot = tokenizer.token_to_id(EOT)
-        counts = _encode_to_files(source, tokenizer, eot, dtype, staging)
-        for split, n in counts.items():
-            if n == 0:
-                raise DataError(f"the {source.name} corpus gives an empty {split} split; give it more text")
-        files = {
-            name: {"bytes": (staging / name).stat().st_size, "sha256": _sha256(staging / name)}
-            for name in ("train.bin", "val.bin", "tokenizer.json")
-        }
-        for split, n in counts.items():
-            files[f"{split}.bin"]["tokens"] = n
-        meta = {"format": FORMAT_VERSION, "source": source.name, "fingerprint": source.fingerprint(),
-                "vocab_size": vocab_size, "dtype": dtype.name, "files": files}
-        atomic_write_text(staging / "meta.json", json.dumps(meta, indent=2))
+def _build(source: Source, vocab_size: int, staging: Path) -> None:
+    tokenizer = train_tokenizer(_train_texts(source), vocab_size)
+    if tokenizer.get_vocab_size() < 257:
+        raise DataError(f"the {source.name} corpus is too small to learn a tokenizer; give it more text")
+    tokenizer.save(str(staging / "tokenizer.json"))
+    dtype = np.dtype(np.uint16 if vocab_size <= 1 << 16 else np.uint32)
+    eot = tokenizer.token_to_id(EOT)
+    counts = _encode_to_files(source, tokenizer, eot, dtype, staging)
+    for split, n in counts.items():
+        if n == 0:
+            raise DataError(f"the {source.name} corpus gives an empty {split} split; give it more text")
+    files = {
+        name: {"bytes": (staging / name).stat().st_size, "sha256": _sha256(staging / name)}
+        for name in ("train.bin", "val.bin", "tokenizer.json")
+    }
+    for split, n in counts.items():
+        files[f"{split}.bin"]["tokens"] = n
+    meta = {"format": FORMAT_VERSION, "source": source.name, "fingerprint": source.fingerprint(),
+            "vocab_size": vocab_size, "dtype": dtype.name, "files": files}
+    atomic_write_text(staging / "meta.json", json.dumps(meta, indent=2))
 
 
 def _train_texts(source: Source):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import glob
 import gzip
-import hashlib
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from pathlib import Path
 
 from trainclock.datasets import shakespeare
 from trainclock.errors import DataError, UsageError
-from trainclock.storage import atomic_writer
+from trainclock.storage import InputFiles, atomic_writer, cache_key
 
 VAL_EVERY = 20  # one piece in 20 goes to validation (5%)
 PIECE_CHARS = 4096  # text files are cut into pieces of about this size, at line breaks
@@ -29,15 +28,8 @@ class Piece:
     ends_document: bool
 
 
-@dataclass(frozen=True)
-class TextFiles:
+class TextFiles(InputFiles):
     """Plain UTF-8 text files; each file is one document."""
-
-    name: str
-    paths: tuple[Path, ...]
-
-    def fingerprint(self) -> str:
-        return _fingerprint(self.paths)
 
     def pieces(self) -> Iterator[Piece]:
         index = 0
@@ -52,17 +44,10 @@ class TextFiles:
                 index += 1
 
 
-@dataclass(frozen=True)
-class C4Shards:
+class C4Shards(InputFiles):
     """C4 in its published format: gzipped JSON lines with a "text" field per document.
     Files named *validation* form the validation split (as in MLPerf's c4/en layout);
     without such files, every 20th document is held out."""
-
-    name: str
-    paths: tuple[Path, ...]
-
-    def fingerprint(self) -> str:
-        return _fingerprint(self.paths)
 
     def pieces(self) -> Iterator[Piece]:
         has_validation_files = any("validation" in p.name for p in self.paths)
@@ -98,7 +83,7 @@ def parse_source(text: str) -> Source:
         paths = _expand(text[3:], "*.json.gz")
         return C4Shards("c4", paths)
     paths = _expand(text, "*.txt")
-    return TextFiles("text-" + hashlib.sha256(str(paths).encode()).hexdigest()[:8], paths)
+    return TextFiles("text-" + cache_key(paths, digits=8), paths)
 
 
 def _split_text(text: str) -> Iterator[str]:
@@ -137,11 +122,3 @@ def _expand(spec: str, pattern: str) -> tuple[Path, ...]:
     if not paths:
         raise UsageError(f"no data files found at {spec!r} (looked for {pattern}); name a file, a folder or a glob")
     return tuple(paths)
-
-
-def _fingerprint(paths: tuple[Path, ...]) -> str:
-    h = hashlib.sha256()
-    for p in paths:
-        st = p.stat()
-        h.update(f"{p.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return h.hexdigest()

@@ -5,7 +5,6 @@ Pretraining is untimed and outside the run, like the reference's download of Lla
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import time
@@ -15,7 +14,7 @@ import numpy as np
 import torch
 
 from trainclock.datasets import shakespeare
-from trainclock.storage import atomic_write_text, data_home, discard_folder, staged_folder
+from trainclock.storage import atomic_write_text, build_once, prepared_path
 from trainclock.workloads.llama2_70b_lora.checkpoint import save_base_weights
 from trainclock.workloads.llama2_70b_lora.data.task import pretraining_bytes
 from trainclock.workloads.llama2_70b_lora.model import Llama, LlamaShape
@@ -26,26 +25,23 @@ BASE_FILE = "base.safetensors"
 
 
 def base_folder(name: str, shape: LlamaShape, steps: int, batch: int, learning_rate: float) -> Path:
-    key = hashlib.sha256(f"{FORMAT_VERSION}\0{shape}\0{steps}\0{batch}\0{learning_rate}".encode()).hexdigest()[:12]
-    return data_home() / "prepared" / f"{name}-base-{key}"
+    return prepared_path(f"{name}-base", FORMAT_VERSION, shape, steps, batch, learning_rate)
 
 
 def pretrained_base(name: str, shape: LlamaShape, steps: int, batch: int, learning_rate: float,
                     force: bool = False) -> Path:
     """The tier's pretrained base weights (a safetensors file), trained first if not cached."""
-    folder = base_folder(name, shape, steps, batch, learning_rate)
-    if force:
-        discard_folder(folder)  # in one step: no half cache left looking complete
-    if not (folder / "meta.json").exists():
-        with staged_folder(folder, "meta.json") as staging:
-            started = time.perf_counter()
-            losses = pretrain(shape, steps, batch, learning_rate, staging / BASE_FILE)
-            meta = {"format": FORMAT_VERSION, "shape": repr(shape), "steps": steps, "batch": batch,
-                    "learning_rate": learning_rate, "seed": PRETRAIN_SEED, "corpus": str(shakespeare.corpus_dir()),
-                    "first_loss": losses[0], "last_loss": float(np.mean(losses[-20:])),
-                    "seconds": round(time.perf_counter() - started, 1)}
-            atomic_write_text(staging / "meta.json", json.dumps(meta, indent=2))
-    return folder / BASE_FILE
+
+    def build(staging: Path) -> None:
+        started = time.perf_counter()
+        losses = pretrain(shape, steps, batch, learning_rate, staging / BASE_FILE)
+        meta = {"format": FORMAT_VERSION, "shape": repr(shape), "steps": steps, "batch": batch,
+                "learning_rate": learning_rate, "seed": PRETRAIN_SEED, "corpus": str(shakespeare.corpus_dir()),
+                "first_loss": losses[0], "last_loss": float(np.mean(losses[-20:])),
+                "seconds": round(time.perf_counter() - started, 1)}
+        atomic_write_text(staging / "meta.json", json.dumps(meta, indent=2))
+
+    return build_once(base_folder(name, shape, steps, batch, learning_rate), "meta.json", build, force) / BASE_FILE
 
 
 def pretrain(shape: LlamaShape, steps: int, batch: int, learning_rate: float, out: Path) -> list[float]:

@@ -13,13 +13,12 @@ meta.json is written last: its presence means the tier's cache is complete."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from trainclock.errors import DataError, require_folder
-from trainclock.storage import atomic_write_text, data_home, discard_folder, staged_folder
+from trainclock.storage import atomic_write_text, build_once, prepared_path
 from trainclock.workloads.rnnt.data import synthetic, tokenizer
 from trainclock.workloads.rnnt.data.librispeech import Utterance, read_split
 
@@ -38,22 +37,19 @@ class Corpus:
 
 
 def tier_folder(name: str, train: int, evals: int, vocab: int) -> Path:
-    key = hashlib.sha256(f"{FORMAT_VERSION}\0{train}\0{evals}\0{vocab}\0{DATA_SEED}".encode()).hexdigest()[:12]
-    return data_home() / "prepared" / f"{name}-{key}"
+    return prepared_path(name, FORMAT_VERSION, train, evals, vocab, DATA_SEED)
 
 
 def prepare_tier(name: str, train: int, evals: int, vocab: int, force: bool = False) -> Corpus:
-    folder = tier_folder(name, train, evals, vocab)
-    if force:
-        discard_folder(folder)  # in one step: no half cache left looking complete
-    if not (folder / "meta.json").exists():
-        with staged_folder(folder, "meta.json") as staging:
-            synthetic.generate(staging / "LibriSpeech", "train", train, DATA_SEED)
-            synthetic.generate(staging / "LibriSpeech", "dev", evals, DATA_SEED + 1)
-            transcripts = (u.transcript for u in read_split(staging / "LibriSpeech" / "train"))
-            tokenizer.train(transcripts, vocab, staging / "spm.model")
-            atomic_write_text(staging / "meta.json", json.dumps({"train": train, "eval": evals, "vocab": vocab,
-                                                                  "seed": DATA_SEED, "version": FORMAT_VERSION}) + "\n")
+    def build(staging: Path) -> None:
+        synthetic.generate(staging / "LibriSpeech", "train", train, DATA_SEED)
+        synthetic.generate(staging / "LibriSpeech", "dev", evals, DATA_SEED + 1)
+        transcripts = (u.transcript for u in read_split(staging / "LibriSpeech" / "train"))
+        tokenizer.train(transcripts, vocab, staging / "spm.model")
+        atomic_write_text(staging / "meta.json", json.dumps({"train": train, "eval": evals, "vocab": vocab,
+                                                              "seed": DATA_SEED, "version": FORMAT_VERSION}) + "\n")
+
+    folder = build_once(tier_folder(name, train, evals, vocab), "meta.json", build, force)
     root = folder / "LibriSpeech"
     return Corpus(read_split(root / "train"), read_split(root / "dev"), folder / "spm.model")
 
@@ -80,8 +76,7 @@ def prepare_official(folder: Path, vocab: int, force: bool = False) -> Corpus:
         if spm.is_file():
             tokenizer.load(spm, vocab)  # checked now: a garbage model fails `data prepare`, not the run
             return Corpus(train, evals, spm)
-    key = hashlib.sha256(f"{FORMAT_VERSION}\0{folder.resolve()}\0{vocab}".encode()).hexdigest()[:12]
-    spm = data_home() / "prepared" / f"rnnt-librispeech-{key}" / SPM_NAME
+    spm = prepared_path("rnnt-librispeech", FORMAT_VERSION, folder.resolve(), vocab) / SPM_NAME
     if not force and spm.is_file():
         try:
             tokenizer.load(spm, vocab)

@@ -6,14 +6,13 @@ tier.pt is written last: its presence means the cache is complete."""
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from trainclock.storage import data_home, discard_folder, staged_folder
+from trainclock.storage import build_once, prepared_path
 from trainclock.workloads.stable_diffusion.data import captioned
 from trainclock.workloads.stable_diffusion.data.formats import write_fid_stats
 from trainclock.workloads.stable_diffusion.evaluators import FeatureNet, TinyClip, train_clip, train_features
@@ -40,34 +39,28 @@ class TierData:
 
 
 def tier_folder(name: str, train_images: int, eval_captions: int, length: int, width: int) -> Path:
-    key = f"{FORMAT_VERSION}\0{train_images}\0{eval_captions}\0{length}\0{width}\0{DATA_SEED}"
-    key = hashlib.sha256(key.encode()).hexdigest()[:12]
-    return data_home() / "prepared" / f"{name}-{key}"
+    return prepared_path(name, FORMAT_VERSION, train_images, eval_captions, length, width, DATA_SEED)
 
 
 def prepare_tier(name: str, train_images: int, eval_captions: int, length: int, width: int,
                  force: bool = False) -> Path:
-    folder = tier_folder(name, train_images, eval_captions, length, width)
-    if force:
-        discard_folder(folder)  # in one step: no half cache left looking complete
-    if (folder / "tier.pt").exists():
-        return folder
-    tokenizer = WordTokenizer(captioned.WORDS, length)
-    images, captions, labels = captioned.generate("train", train_images, DATA_SEED)
-    ids = tokenizer(captions)
-    real, eval_text, _ = captioned.generate("val", max(REFERENCE_IMAGES, eval_captions), DATA_SEED + 1)
-    clip = train_clip(images, ids, tokenizer.vocab_size, width, EVALUATOR_STEPS, DATA_SEED)
-    features = train_features(images, torch.from_numpy(labels), (10, len(captioned.COLOURS), len(captioned.PLACES)),
-                              FEATURES, EVALUATOR_STEPS, DATA_SEED)
-    with torch.no_grad():
-        f = features(real[:REFERENCE_IMAGES]).numpy()
-    with staged_folder(folder, "tier.pt") as staging:
+    def build(staging: Path) -> None:
+        tokenizer = WordTokenizer(captioned.WORDS, length)
+        images, captions, labels = captioned.generate("train", train_images, DATA_SEED)
+        ids = tokenizer(captions)
+        real, eval_text, _ = captioned.generate("val", max(REFERENCE_IMAGES, eval_captions), DATA_SEED + 1)
+        clip = train_clip(images, ids, tokenizer.vocab_size, width, EVALUATOR_STEPS, DATA_SEED)
+        features = train_features(images, torch.from_numpy(labels), (10, len(captioned.COLOURS), len(captioned.PLACES)),
+                                  FEATURES, EVALUATOR_STEPS, DATA_SEED)
+        with torch.no_grad():
+            f = features(real[:REFERENCE_IMAGES]).numpy()
         write_fid_stats(staging / "reference_stats.npz", f.mean(0), np.cov(f, rowvar=False), len(f))
         torch.save({"clip": clip.state_dict(), "features": features.state_dict(), "vocab": tokenizer.vocab_size},
                    staging / "evaluators.pt")
         torch.save({"latents": SpaceToDepth().encode(images), "ids": ids, "eval_captions": eval_text,
                     "seed": DATA_SEED, "version": FORMAT_VERSION}, staging / "tier.pt")
-    return folder
+
+    return build_once(tier_folder(name, train_images, eval_captions, length, width), "tier.pt", build, force)
 
 
 def load_tier(name: str, train_images: int, eval_captions: int, length: int, width: int) -> TierData:

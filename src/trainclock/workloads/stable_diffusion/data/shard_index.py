@@ -6,7 +6,6 @@ keyed by the shards' names, sizes and modification times, so a second run does n
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import tarfile
@@ -18,7 +17,7 @@ import numpy as np
 import torch
 
 from trainclock.errors import DataError
-from trainclock.storage import atomic_writer, data_home
+from trainclock.storage import atomic_writer, prepared_path
 
 INDEX_VERSION = 1
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp")
@@ -77,11 +76,9 @@ def build_index(shards: list[Path], keep: set[str] | None) -> ShardIndex:
 
 
 def _cache_path(shards: list[Path], extra: list[Path]) -> Path:
-    h = hashlib.sha256(f"{INDEX_VERSION}".encode())
-    for p in shards + extra:
-        st = p.stat()
-        h.update(f"\0{p.resolve()}\0{st.st_size}\0{st.st_mtime_ns}".encode())
-    return data_home() / "prepared" / f"sd-shard-index-{h.hexdigest()[:16]}.npz"
+    stamps = [(p.resolve(), (st := p.stat()).st_size, st.st_mtime_ns) for p in shards + extra]
+    return prepared_path("sd-shard-index", INDEX_VERSION, *(part for stamp in stamps for part in stamp), digits=16,
+                         suffix=".npz")
 
 
 def _load_cache(cache: Path, shards: list[Path]) -> ShardIndex | None:

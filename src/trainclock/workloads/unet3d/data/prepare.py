@@ -10,12 +10,11 @@ meta.json is written last: its presence means the cache is complete."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 from trainclock.errors import require_folder
-from trainclock.storage import atomic_write_text, data_home, discard_folder, staged_folder
+from trainclock.storage import atomic_write_text, build_once, prepared_path
 from trainclock.workloads.unet3d.data import kits19, synthetic
 
 FORMAT_VERSION = 1
@@ -23,22 +22,19 @@ DATA_SEED = 2019  # the tiers' volumes depend on this alone, never on the run's 
 
 
 def tier_folder(name: str, cases: int, shape: tuple[int, int, int], patch: int) -> Path:
-    key = hashlib.sha256(f"{FORMAT_VERSION}\0{cases}\0{shape}\0{patch}\0{DATA_SEED}".encode()).hexdigest()[:12]
-    return data_home() / "prepared" / f"{name}-{key}"
+    return prepared_path(name, FORMAT_VERSION, cases, shape, patch, DATA_SEED)
 
 
 def prepare_tier(name: str, cases: int, shape: tuple[int, int, int], patch: int, force: bool = False) -> Path:
     """The tier's .npy folder, generated and preprocessed first if missing."""
-    folder = tier_folder(name, cases, shape, patch)
-    if force:
-        discard_folder(folder)  # in one step: no half cache left looking complete
-    if not (folder / "meta.json").exists():
-        with staged_folder(folder, "meta.json") as staging:
-            synthetic.generate(staging / "kits19", cases, shape, DATA_SEED)
-            kits19.preprocess(staging / "kits19", staging / "npy", (patch,) * 3)
-            atomic_write_text(staging / "meta.json", json.dumps({"cases": cases, "shape": shape, "patch": patch,
-                                                                  "seed": DATA_SEED, "version": FORMAT_VERSION}) + "\n")
-    return folder / "npy"
+
+    def build(staging: Path) -> None:
+        synthetic.generate(staging / "kits19", cases, shape, DATA_SEED)
+        kits19.preprocess(staging / "kits19", staging / "npy", (patch,) * 3)
+        atomic_write_text(staging / "meta.json", json.dumps({"cases": cases, "shape": shape, "patch": patch,
+                                                              "seed": DATA_SEED, "version": FORMAT_VERSION}) + "\n")
+
+    return build_once(tier_folder(name, cases, shape, patch), "meta.json", build, force) / "npy"
 
 
 def is_nifti_tree(folder: Path) -> bool:
@@ -51,12 +47,11 @@ def prepare_official(folder: Path, patch: int, force: bool = False) -> Path:
     require_folder(folder, "pass --data with KiTS19 (case_XXXXX/imaging.nii.gz) or its preprocessed .npy pairs")
     if any(folder.glob("case_*_x.npy")) or any(folder.glob("case_*_y.npy")) or not is_nifti_tree(folder):
         return folder
-    key = hashlib.sha256(f"{FORMAT_VERSION}\0{folder.resolve()}\0{patch}".encode()).hexdigest()[:12]
-    cache = data_home() / "prepared" / f"unet3d-kits19-{key}"
-    if force:
-        discard_folder(cache)  # in one step: no half cache left looking complete
-    if not (cache / "meta.json").exists():
-        count = kits19.preprocess(folder, cache / "npy", (patch,) * 3)
-        atomic_write_text(cache / "meta.json", json.dumps({"source": str(folder.resolve()), "cases": count,
-                                                            "version": FORMAT_VERSION}) + "\n")
-    return cache / "npy"
+
+    def build(staging: Path) -> None:
+        count = kits19.preprocess(folder, staging / "npy", (patch,) * 3)
+        atomic_write_text(staging / "meta.json", json.dumps({"source": str(folder.resolve()), "cases": count,
+                                                              "version": FORMAT_VERSION}) + "\n")
+
+    return build_once(prepared_path("unet3d-kits19", FORMAT_VERSION, folder.resolve(), patch), "meta.json", build,
+                      force) / "npy"

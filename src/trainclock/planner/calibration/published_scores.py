@@ -109,16 +109,29 @@ def read_scores(folder: Path) -> list[ScoreRow]:
 @dataclass(frozen=True)
 class EvalTiming:
     """The evaluations inside the timed region of a result folder's runs (eval_start to eval_stop,
-    paired in order; evaluations after run_stop, as Stable Diffusion's, are outside it)."""
+    paired in order; evaluations after run_stop, as Stable Diffusion's, are outside it). Where
+    training resumes (block_start or epoch_start) before an evaluation's eval_stop, the evaluation
+    is asynchronous: it stopped training only until then (`blocking_s`), and the rest, its scoring,
+    ran beside the next interval's training (`async_s`, the mean over such evaluations; Mask
+    R-CNN's and RetinaNet's COCO scoring in the v3.1 references)."""
 
     system: str
     count: int  # accelerators of the system whose logs these are
     mean_eval_s: float
     evaluations: int
+    blocking_s: float | None = None  # mean time training waits for an evaluation (default: mean_eval_s)
+    async_s: float = 0.0  # mean scoring time after training resumed, over the asynchronous evaluations
+
+    @property
+    def stopping_s(self) -> float:
+        return self.mean_eval_s if self.blocking_s is None else self.blocking_s
+
+
+RESUME_KEYS = ("block_start", "epoch_start")  # training goes on
 
 
 def eval_timing(folder: Path, system: str, count: int) -> EvalTiming | None:
-    durations = []
+    durations, blocking, scoring = [], [], []
     for path in sorted(folder.glob("result_*.txt")):
         events, _malformed = read_events(path)
         times = defaultdict(list)
@@ -127,10 +140,18 @@ def eval_timing(folder: Path, system: str, count: int) -> EvalTiming | None:
         if not times["run_start"] or not times["run_stop"]:
             continue
         start, stop = min(times["run_start"]), max(times["run_stop"])
+        resumes = sorted(t for key in RESUME_KEYS for t in times[key])
         for a, b in zip(sorted(times["eval_start"]), sorted(times["eval_stop"])):
             if start <= a <= b <= stop:
                 durations.append((b - a) / 1000)
-    return EvalTiming(system, count, statistics.fmean(durations), len(durations)) if durations else None
+                resumed = next((t for t in resumes if a < t < b), None)
+                blocking.append(((b if resumed is None else resumed) - a) / 1000)
+                if resumed is not None:
+                    scoring.append((b - resumed) / 1000)
+    if not durations:
+        return None
+    return EvalTiming(system, count, statistics.fmean(durations), len(durations), statistics.fmean(blocking),
+                      statistics.fmean(scoring) if scoring else 0.0)
 
 
 @dataclass
@@ -266,7 +287,9 @@ def fit_group(bench: Benchmark, accelerator_id: str, exclude: Collection[str] = 
     passes, at a fitted fraction of peak: the cost models count the training crop's FLOPs, not a
     sliding window's or a detector's post-processing) plus a fixed cost. One log at one scale
     cannot split the two, so the fixed cost is fitted to the scores, whose scales differ in
-    replicas, and bounded by the log's evaluation time."""
+    replicas, and bounded by the log's evaluation time. Where the log shows training resuming
+    before eval_stop, only the time until then is that evaluation; the rest, scoring beside training,
+    is carried as measured (Efficiency.eval_async_s): the host's work, whatever the replicas."""
     entries = [e for e in bench.groups[accelerator_id] if e.row.key not in exclude]
     if not entries:
         raise ValueError("nothing to fit")
@@ -285,10 +308,11 @@ def fit_group(bench: Benchmark, accelerator_id: str, exclude: Collection[str] = 
     def efficiency(x) -> Efficiency:
         compute, step_overhead = float(x[0]), float(x[1])
         if own_log:
-            return Efficiency(compute, float(x[3]), eval_compute=float(x[2]), step_overhead_s=step_overhead)
+            return Efficiency(compute, float(x[3]), eval_compute=float(x[2]), step_overhead_s=step_overhead,
+                              eval_async_s=bench.timing.async_s)
         if borrowed is not None:
             return Efficiency(compute, borrowed.eval_overhead_s, eval_compute=borrowed.eval_compute,
-                              step_overhead_s=step_overhead)
+                              step_overhead_s=step_overhead, eval_async_s=borrowed.eval_async_s)
         return Efficiency(compute, step_overhead_s=step_overhead)
 
     def residuals(x) -> list[float]:
@@ -296,7 +320,7 @@ def fit_group(bench: Benchmark, accelerator_id: str, exclude: Collection[str] = 
         r = [math.log(e.predicted_minutes(eff) / e.row.score_minutes) for e in entries]
         if own_log:
             p = bench.timing_entry.prediction
-            r.append(math.log(max(eval_seconds(p.cost, p.plan, p.accelerator, eff), 1e-6) / bench.timing.mean_eval_s))
+            r.append(math.log(max(eval_seconds(p.cost, p.plan, p.accelerator, eff), 1e-6) / bench.timing.stopping_s))
         # entries of one size cannot tell a step's fixed cost from its per-sample cost: a weak pull
         # to none, so the fixed cost is what entries of different batches per accelerator need
         r.append(STEP_OVERHEAD_PRIOR * x[1] / MAX_STEP_OVERHEAD_S)
@@ -304,9 +328,9 @@ def fit_group(bench: Benchmark, accelerator_id: str, exclude: Collection[str] = 
 
     x0, lower, upper = [START_EFFICIENCY, 0.0], [1e-3, 0.0], [MAX_EFFICIENCY, MAX_STEP_OVERHEAD_S]
     if own_log:
-        x0 += [START_EFFICIENCY, bench.timing.mean_eval_s / 2]
+        x0 += [START_EFFICIENCY, bench.timing.stopping_s / 2]
         lower += [1e-6, 0.0]
-        upper += [MAX_EFFICIENCY, bench.timing.mean_eval_s]
+        upper += [MAX_EFFICIENCY, bench.timing.stopping_s]
     solution = least_squares(residuals, x0, bounds=(lower, upper), x_scale="jac")
     return GroupFit(efficiency(solution.x), tuple(e.row.key for e in entries), source)
 

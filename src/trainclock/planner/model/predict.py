@@ -1,5 +1,7 @@
-"""Time-to-train of one plan: steps to the target x step time + evaluations x evaluation time +
-the run's fixed overhead (start-up and warm-up inside the timed region), init excluded as in MLPerf (the clock runs from run_start to run_stop)."""
+"""Time-to-train of one plan: steps to the target x step time + evaluations x evaluation time (plus,
+where evaluation scores asynchronously, the last evaluation's scoring) + the run's fixed overhead
+(start-up and warm-up inside the timed region), init excluded as in MLPerf (the clock runs from
+run_start to run_stop)."""
 
 from __future__ import annotations
 
@@ -45,7 +47,16 @@ class Prediction:
 
     @property
     def evals_s(self) -> float:
-        return self.evaluations * self.eval_s
+        """Evaluations on the clock: each one's blocking part, plus what asynchronous scoring adds."""
+        return self.evaluations * self.eval_s + self.eval_async_exposed_s
+
+    @property
+    def eval_async_exposed_s(self) -> float:
+        """What asynchronous scoring (efficiency.eval_async_s per evaluation) adds to the run: the
+        last evaluation's, since the run stops only when it reports the target reached; the earlier
+        ones' run beside the training that follows them (each in a worker of its own on the host:
+        none waits for another, nor does training)."""
+        return self.efficiency.eval_async_s if self.evaluations else 0.0
 
     @property
     def run_overhead_s(self) -> float:

@@ -15,6 +15,7 @@ KNOBS = (
     ("matmul efficiency (calibrated)", "efficiency", "compute"),
     ("evaluation matmul efficiency (calibrated)", "efficiency", "eval_compute"),
     ("evaluation overhead (calibrated)", "efficiency", "eval_overhead_s"),
+    ("last evaluation's asynchronous scoring (measured)", "efficiency", "eval_async_s"),
     ("run overhead (calibrated)", "efficiency", "run_overhead_s"),
     ("fixed cost per step (calibrated)", "efficiency", "step_overhead_s"),
     ("memory bandwidth", "accelerator", "memory_bandwidth"),

@@ -47,6 +47,12 @@ class Efficiency:
     # once per optimizer step whatever its size: kernel launches, host synchronisation, the step's
     # bookkeeping; what makes a few samples per accelerator slower per sample than many
     step_overhead_s: float = 0.0
+    # an evaluation's work that runs beside training instead of stopping it (asynchronous
+    # evaluation: the replicas' forward passes stop training, then the scoring, such as COCO's on
+    # the host, goes on while the next interval trains): a fixed cost per evaluation, measured in a
+    # log as eval_stop after training has resumed. Hidden behind training except on the last
+    # evaluation, whose result stops the run (see predict.Prediction)
+    eval_async_s: float = 0.0
 
 
 @dataclass(frozen=True)

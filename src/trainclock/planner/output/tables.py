@@ -77,7 +77,9 @@ def print_plan(p: Prediction, calibrated: Calibrated, found: LayoutChoice, cost:
                    + (f" ({acc.source})" if acc.id == THIS_CPU else "")),
         ("calibration", f"{calibrated.source}: matmuls at {p.efficiency.compute:.1%} of {p.plan.precision} peak, "
                         + (f"evaluation's at {p.efficiency.eval_compute:.1%}, " if p.efficiency.eval_compute else "")
-                        + f"{p.efficiency.eval_overhead_s:.2f} s fixed per evaluation"),
+                        + f"{p.efficiency.eval_overhead_s:.2f} s fixed per evaluation"
+                        + (f", {p.efficiency.eval_async_s:.1f} s of its scoring beside training (asynchronous)"
+                           if p.efficiency.eval_async_s else "")),
         ("layout", f"{p.plan.describe()} ({how})"),
         ("global batch", f"{p.global_batch_size:,} {work.sample_noun}; {s.micro_batches} micro-batches "
                          f"of {p.plan.micro_batch} per replica and step"),
@@ -88,7 +90,9 @@ def print_plan(p: Prediction, calibrated: Calibrated, found: LayoutChoice, cost:
         ("time-to-train", f"[bold]{p.time_to_train_s / 60:,.2f} min[/bold] ({p.time_to_train_s:,.0f} s)"),
         (f"{unit} to target", f"{_amount(p.units)} ({p.samples_source})"),
         ("training", f"{p.steps:,} steps x {s.step_s:.3f} s = {p.train_s:,.1f} s"),
-        ("evaluation", f"{p.evaluations} evaluations x {p.eval_s:.2f} s = {p.evals_s:,.1f} s"),
+        ("evaluation", f"{p.evaluations} evaluations x {p.eval_s:.2f} s"
+                       + (f" + {p.eval_async_exposed_s:.1f} s of the last one's scoring (the others' ran beside "
+                          f"training)" if p.eval_async_exposed_s else "") + f" = {p.evals_s:,.1f} s"),
         *([("rest of the run", f"{p.run_overhead_s:+,.1f} s " + (
             "(start-up and warm-up inside the timed region)" if p.run_overhead_s > 0
             else "(the calibration runs' first interval trained faster than their steady steps)"))]

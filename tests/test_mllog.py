@@ -56,3 +56,35 @@ def test_an_evaluation_scored_while_training_goes_on_ends_where_training_resumed
                event("block_start", 210533, first_epoch_num=15)]
     assert eval_spans(starts, stops, resumes) == [(13.0, 1000, 1500), (14.0, 206696, 210533)]
     assert eval_spans(starts, stops) == [(13.0, 1000, 1500), (14.0, 206696, 221339)]  # inline: to eval_stop
+
+
+# the progress codec: a count written into the log reads back as the same progress
+
+def test_progress_codec_writes_counts_and_reads_them_back_in_units():
+    from trainclock.mllog.progress import ProgressCodec
+
+    codecs = [ProgressCodec("tokens", 2048, "units"), ProgressCodec("samples", 1, "samples"),
+              ProgressCodec("images", 1, "epochs", samples_per_epoch=1000),
+              ProgressCodec("images", 1, "steps", samples_per_step=512)]
+    for codec in codecs:
+        count = codec.count(4096)
+        key, value, metadata = codec.header()
+        read = ProgressCodec.read(value, metadata, 512)
+        assert read.units(count) == codec.units_in(4096)  # the same units, whatever the log counts in
+        assert read.samples(read.units(count)) == 4096
+    assert [c.count(4096) for c in codecs] == [4096 * 2048, 4096, 4.096, 8]
+    assert ProgressCodec("tokens", 2048).header() == (
+        "trainclock_progress_unit", "tokens", {"per_sample": 2048, "logged_in": "units", "samples_per_epoch": None})
+
+
+def test_progress_codec_reads_what_it_cannot_use_as_unknown():
+    from trainclock.mllog.progress import ProgressCodec, count_field, logged_count
+
+    odd = ProgressCodec.read(7, {"per_sample": -1, "logged_in": "fortnights", "samples_per_epoch": float("inf")}, None)
+    assert (odd.unit, odd.units_per_sample, odd.logged_in, odd.samples_per_epoch) == (None, None, "units", None)
+    assert odd.units_per_count == 1.0 and odd.samples(10) is None
+    assert ProgressCodec.read("images", {"logged_in": "steps"}, None).units_per_count == 1.0  # no batch size
+    assert ProgressCodec.read("tokens", {}, None).logged_in == "units"  # trainclock's first logs said nothing
+    assert ProgressCodec(unit="steps", units_per_sample=None, samples_per_unit=256).samples(3) == 768
+    assert logged_count({"epoch_num": 2.5, "samples_count": 100}) == 100  # the summarizer's preference
+    assert count_field({"samples_count": float("nan"), "step_num": 4}) == "step_num"

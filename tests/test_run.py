@@ -212,3 +212,21 @@ def test_corrupt_data_aborts_init_and_leaves_no_result(tmp_path, corpus_dir, cap
     err = capsys.readouterr().err
     assert "train.bin is corrupt" in err and "--force" in err
     assert not list(out.rglob("result_*"))
+
+
+def test_the_log_says_how_it_counts_progress_as_the_codec_reads_it_back():
+    from trainclock.mllog.progress import ProgressCodec
+    from trainclock.train.run import progress_codec
+    from trainclock.workload.base import Progress
+
+    for progress in (Progress("tokens", 2048, "epoch_num", "units"), Progress("samples", 1, "samples_count", "samples"),
+                     Progress("images", 1, "epoch_num", "epochs", samples_per_epoch=1000),
+                     Progress("images", 1, "step_num", "steps", samples_per_step=64)):
+        codec = progress_codec(progress)
+        key, unit, metadata = codec.header()
+        assert (key, unit, metadata) == ("trainclock_progress_unit", progress.unit, {
+            "per_sample": progress.units_per_sample, "logged_in": progress.log_in,
+            "samples_per_epoch": progress.samples_per_epoch})
+        assert [codec.count(n) for n in (0, 640, 6400)] == [progress.log_count(n) for n in (0, 640, 6400)]
+        read = ProgressCodec.read(unit, metadata, progress.samples_per_step)
+        assert read.units(codec.count(6400)) == 6400 * progress.units_per_sample

@@ -16,11 +16,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import pairwise
 
+from trainclock.mllog.progress import PASS_UNITS
 from trainclock.review.benchmarks import Metric
 from trainclock.results.queries import EntryRow, RunStats
-
-# progress units that count passes over the data or optimizer steps, not data: no throughput unit
-PASS_UNITS = ("epochs", "steps")
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ from rich.markup import escape as _escape
 from rich.table import Table
 
 from trainclock.console import table_console
+from trainclock.mllog.progress import PASS_UNITS
 from trainclock.mllog.reader import without_surrogates
-from trainclock.results.compare import PASS_UNITS, Comparison, Compared
+from trainclock.results.compare import Comparison, Compared
 from trainclock.results.importer import NEW, UNCHANGED, UPDATED, ImportReport
 from trainclock.results.models import Entry, Run
 from trainclock.results.queries import EntryRow

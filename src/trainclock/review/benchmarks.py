@@ -5,11 +5,14 @@ state these themselves (trainclock's: trainclock_target, trainclock_progress_uni
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import yaml
 
+from trainclock.mllog.progress import ProgressCodec
 from trainclock.review.rulebook import OWN_RULES
 
 HIGHER, LOWER = "higher", "lower"
@@ -53,6 +56,15 @@ class BenchmarkFacts:
     def unit_counted_by(self, field: str | None) -> str:
         """The progress unit of a log whose evaluations carry their count in `field`."""
         return dict(self.counted_by).get(field, self.progress) if field else self.progress
+
+    def progress_codec(self, header: dict[str, Any], counted_in: str | None = None) -> ProgressCodec:
+        """How a log of this benchmark that says nothing of its progress counts it: in its unit
+        (by the field its evaluations count in), with the header's units_per_sample and
+        samples_per_unit keys, where it has them (a positive number), saying how that relates to
+        training samples."""
+        return ProgressCodec(unit=self.unit_counted_by(counted_in),
+                             units_per_sample=_header_number(header, self.units_per_sample),
+                             samples_per_unit=_header_number(header, self.samples_per_unit))
 
 
 @functools.cache
@@ -105,3 +117,14 @@ def metrics_from_json(rows: object) -> tuple[Metric, ...]:
 def describe(metrics: tuple[Metric, ...] | list[Metric]) -> str:
     """"masked-LM accuracy (higher is better)"; several joined with "and"."""
     return " and ".join(f"{m.shown} ({m.direction} is better)" for m in metrics)
+
+
+def _header_number(header: dict[str, Any], key: str | None) -> float | None:
+    """The header's value of `key` as a float, where it is a finite positive number."""
+    value = header.get(key) if key else None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        return float(value) if math.isfinite(value) and value > 0 else None
+    except OverflowError:  # an integer past the largest double
+        return None

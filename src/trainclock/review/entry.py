@@ -14,10 +14,12 @@ from trainclock.review.rcp import RcpCheck, check_convergence
 from trainclock.review.rounds import round_of
 from trainclock.review.run_review import RunReview
 from trainclock.review.scoring import ScoringRule, olympic, scoring_rule
+from trainclock.review.verdict import (INCOMPLETE, INVALID, SCORE_WITHHELD, VALID, consistency_rule, count_rule,
+                                       decide, notes, rcp_rule)
 
-VALID, INVALID, INCOMPLETE = "valid", "invalid", "incomplete"
-# how a reason starts when trainclock withholds a score the official summarizer prints (policy: _withheld_reason)
-SCORE_WITHHELD = "score withheld by trainclock"
+# the verdicts and the withheld score's reason, where the review's users have always imported them
+__all__ = ["INCOMPLETE", "INVALID", "SCORE_WITHHELD", "VALID", "EntryContext", "EntryReview", "SummarizerView",
+           "review_entry", "system_division"]
 
 
 @dataclass(frozen=True)
@@ -133,80 +135,28 @@ class EntryReview:
 def review_entry(context: EntryContext, runs: Sequence[RunReview], rcp_dir: Path | None = None) -> EntryReview:
     """Score reviewed runs as the result summarizer does: enough runs, at most the allowed number
     failing (each dropped as one of the slowest), olympic mean x scaling.json, and the reference
-    convergence check."""
+    convergence check. The verdict: review/verdict.py's rules, combined by its precedence."""
     benchmark = _most_common(r.benchmark for r in runs)
     rule = scoring_rule(benchmark, context.round)
     scaling, scaling_path = scaling_file(context.folder)
-    reasons = _consistency_problems(runs)
-    verdict = INVALID if reasons else VALID
-    failed = [r for r in runs if not r.passed]
-    view = _summarizer_view(runs, rule, scaling, _entry_name(context, runs, benchmark)) if rule else None
+    name = _entry_name(context, runs, benchmark)
+    view = _summarizer_view(runs, rule, scaling, name) if rule else None
     if view is not None and view.score is not None and has_power(context.folder):
-        used = [run for name in view.used for run in runs if run.path.name == name]
+        used = [run for used_name in view.used for run in runs if run.path.name == used_name]
         view = replace(view, energy=energy_score(context.folder, used, scaling))
-    if rule is None:
-        verdict = INVALID
-        found = round_of(context.round)
-        reasons.append(f"not scored: {found.missing(benchmark) if found else 'no rules for round ' + context.round}")
-    elif len(failed) > rule.not_converged:
-        verdict = INVALID
-        reasons.append(f"{len(failed)} of {len(runs)} runs failed review (did not converge or broke a rule); at most "
-                       f"{rule.not_converged} may for {rule.benchmark}: no score")
-    elif len(runs) < rule.runs:
-        verdict = INCOMPLETE if verdict == VALID else verdict
-        reasons.append(f"{len(runs)} of the {rule.runs} runs a {rule.benchmark} entry needs: no score")
-    elif view.score is None:
-        verdict = INVALID
-        reasons.append("no run left to average after the olympic drops: no score")
-    elif verdict == VALID:
-        if failed:
-            reasons.append(f"{len(failed)} run(s) failed review (did not converge or broke a rule), dropped as the "
-                           f"slowest ({rule.not_converged} may)")
-        if len(runs) > rule.runs:
-            reasons.append(f"{len(runs)} runs where the rules ask for {rule.runs}; all are scored")
-    for run in failed if rule else ():  # without rules, their failures are that one reason
-        reasons.append(f"{run.where}: not counted: {run.why_not_counted}")
-    if scaling != 1.0:
-        reasons.append(f"scaled by {scaling:g} ({scaling_path})")
-    problem = count_problem(context.system_desc) if context.system_desc else None
-    if problem:
-        reasons.append(f"system description {context.system_path or ''}: {problem}; its accelerator count is "
-                       "shown as unknown until the file is fixed")
     rcp = _rcp(runs, rule, context, rcp_dir) if rule else None
-    if rcp and rcp.status in ("fail", "missing"):
-        reasons.append(f"RCP {rcp.status}{'' if rcp.binding else ' (hint)'}: {rcp.message}")
-        if rcp.status == "fail" and rcp.binding:
-            if scaling_path is not None:
-                # the summarizer still scores it, and the committee's factor is the ruling on the failure
-                reasons.append(f"the review committee's scaling.json ({scaling:g}) applies to the failed RCP check"
-                               + (f"; the RCP rules' normalization would be {rcp.normalization:.6f}"
-                                  if rcp.normalization > 1.0 else ""))
-            elif verdict == VALID:
-                verdict = INVALID
-                reasons.append(_withheld_reason(rcp, view))
-    if rcp and rcp.status == "pass" and rcp.binding and rcp.normalization > 1.0 and scaling_path is None:
-        # the summarizer prints the unscaled score, then (set-scaling mode) writes this factor into
-        # scaling.json, where a later run and the published score take it from
-        reasons.append(f"RCP: faster than the references' mean: the RCP rules scale the score by "
-                       f"{rcp.normalization:.6f}, which the official checker writes to scaling.json; "
-                       "trainclock never writes it")
+    printed = view.score if view is not None else None
+    verdict, reasons = decide([
+        consistency_rule(runs),
+        count_rule(runs, rule, printed, benchmark, context.round),
+        notes(runs, rule is not None, scaling, scaling_path,
+              count_problem(context.system_desc) if context.system_desc else None, context.system_path),
+        rcp_rule(rcp, scaling, scaling_path, printed),
+    ])
     if view is not None and rcp is not None and rcp.failed:
-        view = replace(view, lines=(*view.lines, f"ERROR: RCP Test Failed on {_entry_name(context, runs, benchmark)} "
-                                                 f"with message: {rcp.official_message}."))
-    score = view.score if verdict == VALID and view is not None else None
-    return EntryReview(context, tuple(runs), benchmark, rule, scaling, score, verdict, tuple(reasons), rcp,
-                       view, scaling_path)
-
-
-def _withheld_reason(rcp: RcpCheck, view: SummarizerView | None) -> str:
-    """trainclock's policy on a binding RCP failure without a scaling.json: the MLPerf rules leave
-    such an entry to the review committee, whose ruling is the scaling.json it commits; until then
-    trainclock scores nothing, where the summarizer (which never reads a ruling) prints its mean."""
-    normalization = (f" (the RCP rules' normalization would be {rcp.normalization:.6f})"
-                     if rcp.normalization > 1.0 else "")
-    printed = "no score either" if view is None or view.score is None else f"{view.score:.6f} regardless"
-    return (f"{SCORE_WITHHELD}: the RCP check failed and no scaling.json records the review committee's ruling"
-            f"{normalization}; the official summarizer prints {printed}")
+        view = replace(view, lines=(*view.lines, f"ERROR: RCP Test Failed on {name} with message: {rcp.official_message}."))
+    score = printed if verdict == VALID else None
+    return EntryReview(context, tuple(runs), benchmark, rule, scaling, score, verdict, reasons, rcp, view, scaling_path)
 
 
 def _summarizer_view(runs: Sequence[RunReview], rule: ScoringRule, scaling: float, name: str) -> SummarizerView:
@@ -237,17 +187,6 @@ def _entry_name(context: EntryContext, runs: Sequence[RunReview], benchmark: str
     submitter = desc.get("submitter") if isinstance(desc.get("submitter"), str) else context.org
     system = context.system or _most_common(r.platform for r in runs)
     return f"{submitter}/{system}/{context.benchmark_folder or benchmark}"
-
-
-def _consistency_problems(runs: Sequence[RunReview]) -> list[str]:
-    problems = []
-    benchmarks = sorted({r.benchmark for r in runs if r.benchmark})
-    if len(benchmarks) > 1:
-        problems.append(f"the runs name different benchmarks: {', '.join(benchmarks)}")
-    workloads = sorted({r.workload for r in runs if r.workload})
-    if len(workloads) > 1:
-        problems.append(f"the runs name different trainclock workloads: {', '.join(workloads)}")
-    return problems
 
 
 def _rcp(runs: Sequence[RunReview], rule: ScoringRule, context: EntryContext, rcp_dir: Path | None) -> RcpCheck:

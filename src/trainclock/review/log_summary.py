@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from trainclock.mllog.progress import UNIT_KEY
 from trainclock.mllog.reader import Event
 from trainclock.mllog.time_to_train import eval_spans
 from trainclock.review.progress import progress, progress_field
@@ -16,7 +17,7 @@ from trainclock.review.progress import progress, progress_field
 MAX_EVALS = 10_000  # real logs have tens to a few hundred evaluations
 MAX_HEADER_KEYS = 1_000
 MAX_HEADER_VALUE = 4_000  # characters of JSON: hyperparameters are short
-OWN_KEYS = ("trainclock_target", "trainclock_progress_unit")  # read by log_quality
+OWN_KEYS = ("trainclock_target", UNIT_KEY)  # read by log_quality
 MAX_OWN_EVENTS = 100
 MAX_STEPS = 10_000  # distinct step_num (or samples_count) values kept for stable diffusion's RCP reading
 RCP_COUNT_KEYS = ("epoch_num", "samples_count")  # whose last value before run_stop rcp_checker may read

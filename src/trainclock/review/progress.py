@@ -1,30 +1,15 @@
-"""How far training had got at a log line: the progress field of its metadata, in the result
-summarizer's order of preference."""
+"""How far training had got at a log line: the progress count of its metadata (mllog.progress
+reads it, in the result summarizer's order of preference of fields)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-PROGRESS_FIELDS = ("samples_count", "epoch_num", "step_num")
-_LIMIT = 2**63  # no real count comes near; past it, float arithmetic (means, rates) would overflow
+from trainclock.mllog.progress import PROGRESS_FIELDS
+from trainclock.mllog.progress import count_field as progress_field
+from trainclock.mllog.progress import logged_count as progress
 
-
-def progress(fields: dict) -> int | float | None:
-    """The first finite progress count among PROGRESS_FIELDS of a metadata dict."""
-    name = progress_field(fields)
-    return None if name is None else fields[name]
-
-
-def progress_field(fields: dict) -> str | None:
-    """Which of PROGRESS_FIELDS progress() reads in a metadata dict; None where none is a finite count."""
-    for name in PROGRESS_FIELDS:
-        value = fields.get(name)
-        if isinstance(value, int) and not isinstance(value, bool) and abs(value) < _LIMIT:
-            return name
-        if isinstance(value, float) and math.isfinite(value):
-            return name
-    return None
+__all__ = ["PROGRESS_FIELDS", "line_progress", "progress", "progress_field"]
 
 
 def line_progress(value: dict[str, Any]) -> int | float | None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from trainclock.errors import DataError
+from trainclock.mllog.progress import UNIT_KEY, ProgressCodec
 from trainclock.mllog.reader import Event, LogSource
 from trainclock.review import compliance
 from trainclock.review.benchmarks import HIGHER, BenchmarkFacts, Metric, benchmark_facts, with_targets
@@ -19,9 +20,9 @@ from trainclock.review.scoring import FIRST_PASS, ScoringRule, scoring_rule
 
 __all__ = ["PROGRESS_FIELDS", "EvalPoint", "LogQuality", "RunReview", "log_quality", "review_log"]
 
-# trainclock's own header keys: one target event per quality metric, and the progress unit
+# trainclock's own header keys: one target event per quality metric, and the progress unit (mllog.progress)
 TARGET_KEY = "trainclock_target"
-UNIT_KEY = "trainclock_progress_unit"
+UNKNOWN_PROGRESS = ProgressCodec(unit=None, units_per_sample=None)
 
 
 def _header_text(key: str) -> property:
@@ -38,13 +39,13 @@ class RunReview:
     time_to_train_ms: int | float | None  # run_stop - run_start; None unless exactly one of each
     findings: tuple[Finding, ...]
     evals: tuple[EvalPoint, ...]  # the eval curve, in progress order
-    converged_at: int | float | None  # progress at the first evaluation that met the quality target
-    progress_unit: str | None  # "tokens", "samples", "steps", "epochs"; None for an unknown benchmark
+    converged_at: int | float | None  # progress at the first evaluation that met the quality target, in units
+    # what progress is counted in ("tokens", "samples", "steps", "epochs"; unit None for an unknown
+    # benchmark) and how it relates to training samples, where known
+    progress: ProgressCodec = UNKNOWN_PROGRESS
     # the quality metric(s) and their direction: the log's trainclock_target events, else the
     # benchmark's facts (review/rules/benchmarks.yaml); empty for an unknown benchmark
     metrics: tuple[Metric, ...] = ()
-    units_per_sample: float | None = None  # progress units in one training sample, where known
-    samples_per_unit: float | None = None  # training samples in one progress unit, where known
     events: int = -1  # readable MLLOG events in the log (-1: not counted)
     # the RCP check's reading (rcp_checker.read_submission_file): the convergence point in its
     # progress count, None where the run did not converge (no run_stop with status success)
@@ -114,6 +115,21 @@ class RunReview:
         return _positive_int(self.header.get("global_batch_size"))
 
     @property
+    def progress_unit(self) -> str | None:
+        """"tokens", "samples", "steps", "epochs"; None for an unknown benchmark."""
+        return self.progress.unit
+
+    @property
+    def units_per_sample(self) -> float | None:
+        """Progress units in one training sample, where known."""
+        return self.progress.units_per_sample
+
+    @property
+    def samples_per_unit(self) -> float | None:
+        """Training samples in one progress unit, where known."""
+        return self.progress.samples_per_unit
+
+    @property
     def units_to_converge(self) -> int | float | None:
         """Progress at the convergence point, in progress_unit."""
         return self.converged_at if self.progress_unit else None
@@ -122,7 +138,7 @@ class RunReview:
     def samples_to_converge(self) -> float | None:
         """Training samples (sequences, images) at the convergence point, where the log says
         how its progress unit relates to samples."""
-        return units_to_samples(self.converged_at, self.progress_unit, self.units_per_sample, self.samples_per_unit)
+        return self.progress.samples(self.converged_at)
 
     @property
     def tokens_to_converge(self) -> int | float | None:
@@ -158,11 +174,10 @@ def review_log(path: Path, round_: str) -> RunReview:
         time_to_train_ms=summary.time_to_train_ms,
         findings=tuple(findings),
         evals=evals,
-        converged_at=_in_units(_converged_at(report.target_met, evals, quality.metrics), quality.units_per_count),
-        progress_unit=quality.progress_unit or (rule.progress if rule else None),
+        converged_at=quality.progress.units(_converged_at(report.target_met, evals, quality.metrics)),
+        # a benchmark whose facts say nothing of its unit: its scoring rule's
+        progress=replace(quality.progress, unit=quality.progress_unit or (rule.progress if rule else None)),
         metrics=quality.metrics,
-        units_per_sample=quality.units_per_sample,
-        samples_per_unit=quality.samples_per_unit,
         events=report.events,
         rcp_point=rcp_point(reading, rule),
         rcp_batch_size=reading.batch_size,
@@ -197,11 +212,12 @@ def _passes(value: Any, op: str, limit: float) -> bool:
 class LogQuality:
     """What a log says (or its benchmark's facts say) its progress and quality are measured in."""
 
-    progress_unit: str | None
-    units_per_sample: float | None
-    samples_per_unit: float | None
+    progress: ProgressCodec  # how its counts are written, and their unit
     metrics: tuple[Metric, ...]
-    units_per_count: float = 1.0  # progress units per count the log writes (epoch_num in epochs: samples per epoch)
+
+    @property
+    def progress_unit(self) -> str | None:
+        return self.progress.unit
 
 
 def log_quality(events: list[Event], header: dict[str, Any] | None = None,
@@ -213,30 +229,33 @@ def log_quality(events: list[Event], header: dict[str, Any] | None = None,
     facts = benchmark_facts(header.get("submission_benchmark"))
     counted_in = counted_in or next((progress_field(e.metadata) for e in events
                                      if e.key == "eval_accuracy" and isinstance(e.metadata, dict)), None)
-    unit, units_per_sample = _progress_unit(events, header, facts, counted_in)
-    samples_per_unit = _header_number(header, facts.samples_per_unit) if facts and facts.samples_per_unit else None
-    return LogQuality(unit, units_per_sample, samples_per_unit, _metrics(events, facts),
-                      _units_per_count(events, header))
+    return LogQuality(_progress_codec(events, header, facts, counted_in), _metrics(events, facts))
+
+
+def _progress_codec(events: list[Event], header: dict[str, Any], facts: BenchmarkFacts | None,
+                    counted_in: str | None) -> ProgressCodec:
+    """How the log counts progress: its trainclock_progress_unit event, read back by the codec that
+    wrote it; a unit (and units per sample) it does not name, from the benchmark's facts (an old
+    trainclock gpt3 log has no unit event: its benchmark counts tokens)."""
+    event = _unit_event(events)
+    codec = (ProgressCodec.read(event.value, event.metadata, _positive_int(header.get("global_batch_size")))
+             if event is not None else UNKNOWN_PROGRESS)
+    known = facts.progress_codec(header, counted_in) if facts else UNKNOWN_PROGRESS
+    if codec.unit is None:
+        codec = replace(codec, unit=known.unit, units_per_sample=known.units_per_sample)
+    return replace(codec, samples_per_unit=known.samples_per_unit)
+
+
+def _unit_event(events: list[Event]) -> Event | None:
+    return next((e for e in _before_run_start(events) if e.key == UNIT_KEY), None)
 
 
 def _units_per_count(events: list[Event], header: dict[str, Any]) -> float:
-    """How many progress units one count of the log is: a trainclock log whose unit is images or
-    samples may count epochs or optimizer steps (logged_in, as its benchmark's rules say: a step
-    is global_batch_size samples); 1 where the log counts units."""
-    event = next((e for e in _before_run_start(events) if e.key == UNIT_KEY), None)
+    """How many progress units one count of the log is (mllog.progress): 1 where it does not say."""
+    event = _unit_event(events)
     if event is None:
         return 1.0
-    per_sample, per_epoch = event.metadata.get("per_sample", 1), event.metadata.get("samples_per_epoch")
-    per_sample = per_sample if _finite(per_sample) and per_sample > 0 else 1
-    logged_in = event.metadata.get("logged_in", "units")
-    if logged_in == "samples":
-        return float(per_sample)
-    if logged_in == "epochs" and _finite(per_epoch) and per_epoch > 0:
-        return float(per_sample * per_epoch)
-    batch = _positive_int(header.get("global_batch_size"))
-    if logged_in == "steps" and batch is not None:
-        return float(per_sample * batch)
-    return 1.0
+    return ProgressCodec.read(event.value, event.metadata, _positive_int(header.get("global_batch_size"))).units_per_count
 
 
 def _before_run_start(events: list[Event]) -> Iterator[Event]:
@@ -253,25 +272,6 @@ def _metrics(events: list[Event], facts: BenchmarkFacts | None) -> tuple[Metric,
     targets = [(_str_or_none(e.metadata.get("metric")), _str_or_none(e.metadata.get("direction")), float(e.value))
                for e in _before_run_start(events) if e.key == TARGET_KEY and _finite(e.value)]
     return with_targets(facts.metrics if facts else (), targets)
-
-
-def _progress_unit(events: list[Event], header: dict[str, Any], facts: BenchmarkFacts | None,
-                   counted_in: str | None) -> tuple[str | None, float | None]:
-    """(unit, units per sample): the log's trainclock_progress_unit, else the benchmark's facts
-    (an old trainclock gpt3 log has no unit event: its benchmark counts tokens)."""
-    event = next((e for e in _before_run_start(events) if e.key == UNIT_KEY and isinstance(e.value, str)), None)
-    if event is not None and event.value:
-        per_sample = event.metadata.get("per_sample")
-        return event.value, float(per_sample) if _finite(per_sample) and per_sample > 0 else None
-    if facts is None:
-        return None, None
-    unit = facts.unit_counted_by(counted_in)
-    return unit, _header_number(header, facts.units_per_sample) if facts.units_per_sample else None
-
-
-def _header_number(header: dict[str, Any], key: str) -> float | None:
-    value = header.get(key)
-    return float(value) if _finite(value) and value > 0 else None
 
 
 def _finite(value: Any) -> bool:
@@ -297,30 +297,8 @@ def _spans_in_samples(spans, quality: LogQuality) -> tuple[tuple[float | None, f
     """The evaluations' spans with their logged progress counted in training samples."""
     if spans is None:
         return None
-    return tuple((units_to_samples(_in_units(count, quality.units_per_count), quality.progress_unit,
-                                   quality.units_per_sample, quality.samples_per_unit), start, stop)
-                 for count, start, stop in spans)
-
-
-def units_to_samples(units: int | float | None, progress_unit: str | None, units_per_sample: float | None,
-                     samples_per_unit: float | None) -> int | float | None:
-    """Training samples in `units` of a log's progress unit, where the log says how they relate."""
-    if units is None or progress_unit is None:
-        return None
-    if progress_unit == "samples":
-        return units
-    if units_per_sample:
-        return units / units_per_sample
-    if samples_per_unit:
-        return units * samples_per_unit
-    return None
-
-
-def _in_units(count: int | float | None, units_per_count: float) -> int | float | None:
-    if count is None or units_per_count == 1.0:
-        return count
-    units = count * units_per_count
-    return round(units) if abs(units - round(units)) < 1e-6 * max(1.0, abs(units)) else units
+    codec = quality.progress
+    return tuple((codec.samples(codec.units(count)), start, stop) for count, start, stop in spans)
 
 
 def _converged_at(target_met: dict[str, list[LogLine]], evals: tuple[EvalPoint, ...],

@@ -34,6 +34,7 @@ from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
 from trainclock.errors import DataError, ResourceError, UsageError, file_error
 from trainclock.mllog import NullLog, RunLog
+from trainclock.mllog.progress import ProgressCodec
 from trainclock.mllog.reader import read_events
 from trainclock.mllog.time_to_train import time_to_train_ms
 from trainclock.storage import atomic_write_text
@@ -41,7 +42,7 @@ from trainclock.train.loop import LoopState, TrainOutcome, train
 from trainclock.train.options import TrainOptions
 from trainclock.train.progress import TrainProgress
 from trainclock.train.step import local_micro_batch, warm_up
-from trainclock.workload.base import QualityTarget, RunSettings, RunSpec, TrainJob, Workload
+from trainclock.workload.base import Progress, QualityTarget, RunSettings, RunSpec, TrainJob, Workload
 
 
 @dataclass(frozen=True)
@@ -119,116 +120,278 @@ def execute(request: RunRequest) -> RunResult | None:
 
 
 def _execute(request: RunRequest, ctx: ParallelContext) -> RunResult | None:
-    """The run itself, with the request's options resolved for this process (device, precision)."""
-    options = request.options
-    env, device = ctx.env, options.device
-    name = request.spec.name
-    system_name = request.system_name or system.default_system_name(device, per_node=env.world_size)
-    results_dir = request.out / "results" / system_name / name
-    slot = ctx.from_main(_claim_slot(request, results_dir, resume=request.resume or env.restart_count > 0) if env.is_main else None)
+    """The run itself, with the request's options resolved for this process (device, precision):
+    open its outputs (rank 0's files, a null output elsewhere), build and warm up, start or resume,
+    train, and the result."""
+    place, seed, start = _claim(request, ctx)
+    outputs = _Outputs(place, start) if ctx.env.is_main else _NullOutputs()
+    checkpointer = Checkpointer(place.checkpoints, ctx, {"workload": request.spec.name, "seed": seed},
+                                settings=_settings_record(request))
+    job, optimizer, peak, state = _set_up(request, ctx, place, seed, start, outputs.log, checkpointer)
+    return _train_and_finish(request, ctx, place, outputs, start, checkpointer, job, optimizer, state, peak, seed)
+
+
+@dataclass(frozen=True)
+class _Place:
+    """Where one run writes, the same on every rank."""
+
+    system_name: str
+    log_path: Path  # result_<i>.txt (it grows as .partial)
+    out: Path
+
+    @property
+    def system_path(self) -> Path:
+        return self.out / "systems" / f"{self.system_name}.json"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.out / "checkpoints" / self.system_name / self.log_path.parent.name / self.log_path.stem
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.log_path.with_name(self.log_path.stem + ".metrics.jsonl")
+
+    @property
+    def profile_path(self) -> Path:
+        return self.log_path.with_name(self.log_path.stem + ".profile.json")
+
+
+class _Fresh:
+    """A run starting: its log opens with init_start and the header, and init_stop ends the set-up."""
+
+    resumable = False  # nothing to continue if it fails before its first checkpoint
+    log_offset = metrics_offset = None
+
+    def open(self, log) -> None:
+        log.start("init_start")
+
+    def introduce(self, log, job: TrainJob, request: RunRequest, place: _Place, ctx: ParallelContext, seed: int,
+                  peak: float) -> None:
+        log_header(log, job, request, place.system_name, ctx, seed)
+        log.event("trainclock_matmul_peak_flops", round(peak))
+        if request.options.device.type == "cpu":  # which CPU a stored run was timed on: CPUs of one name differ (AMX or not)
+            log.event("trainclock_cpu", system.cpu_identity())
+
+    def begin(self, log, checkpointer: Checkpointer, job: TrainJob, optimizer, ctx: ParallelContext) -> LoopState | None:
+        log.end("init_stop")
+        return None  # the loop logs run_start
+
+    def abandon(self, log) -> None:
+        log.discard()  # a run that never started leaves no log
+
+
+@dataclass(frozen=True)
+class _Resume:
+    """A run continuing from a checkpoint: its log and metrics continue at the checkpoint's offsets,
+    and it logs that it resumed instead of a new header."""
+
+    checkpoint: Path
+    meta: dict
+
+    resumable = True
+
+    @property
+    def log_offset(self) -> int:
+        return self.meta["offsets"]["log"]
+
+    @property
+    def metrics_offset(self) -> int:
+        return self.meta["offsets"]["metrics"]
+
+    def open(self, log) -> None:
+        pass
+
+    def introduce(self, *args) -> None:
+        pass
+
+    def begin(self, log, checkpointer: Checkpointer, job: TrainJob, optimizer, ctx: ParallelContext) -> LoopState | None:
+        loop_state, _ = checkpointer.load(self.checkpoint, job.model, optimizer)
+        state = LoopState.from_json(loop_state)
+        log.event("trainclock_resumed", state.steps, metadata={"checkpoint": str(self.checkpoint),
+                                                               "restart_count": ctx.env.restart_count})
+        return state
+
+    def abandon(self, log) -> None:
+        log.close()  # the .partial log stays for the next --resume
+
+
+def _claim(request: RunRequest, ctx: ParallelContext) -> tuple[_Place, int, _Fresh | _Resume]:
+    """Where the run writes, its seed, and whether it starts or resumes: rank 0 decides, every rank follows."""
+    env = ctx.env
+    system_name = request.system_name or system.default_system_name(request.options.device, per_node=env.world_size)
+    results_dir = request.out / "results" / system_name / request.spec.name
+    slot = ctx.from_main(_claim_slot(request, results_dir, resume=request.resume or env.restart_count > 0)
+                         if env.is_main else None)
     if slot.error:
         raise UsageError(slot.error)
-    log_path, seed = slot.log_path, slot.seed
-    checkpoints = request.out / "checkpoints" / system_name / name / log_path.stem
-    identity = {"workload": name, "seed": seed}
-    checkpointer = Checkpointer(checkpoints, ctx, identity, settings=_settings_record(request))
-    resume_meta = read_meta(slot.resume_from) if slot.resume_from else None
+    start = _Resume(slot.resume_from, read_meta(slot.resume_from)) if slot.resume_from else _Fresh()
+    return _Place(system_name, slot.log_path, request.out), slot.seed, start
 
-    log = (RunLog(log_path, resume_at=resume_meta["offsets"]["log"] if resume_meta else None)
-           if env.is_main else NullLog())
-    if not resume_meta:
-        log.start("init_start")
+
+class _Outputs:
+    """What rank 0 writes: the MLPerf log, the metrics, the system description, the progress bar,
+    the profile; and how each is left when the run stops early."""
+
+    def __init__(self, place: _Place, start: _Fresh | _Resume) -> None:
+        self.place = place
+        self.log = RunLog(place.log_path, resume_at=start.log_offset)
+
+    def write_system(self, request: RunRequest, job: TrainJob, ctx: ParallelContext) -> None:
+        device = request.options.device
+        description = system.describe(self.place.system_name, device, request.org, job.division, request.status,
+                                      accelerators_per_node=ctx.env.world_size if device.type == "cuda" else 0)
+        path = self.place.system_path
+        try:
+            atomic_write_text(path, json.dumps(description, indent=2) + "\n")
+        except OSError as e:  # named by the file it makes, not the temporary it writes first
+            raise OSError(e.errno, e.strerror, str(path)) from e
+
+    def open_metrics(self, start: _Fresh | _Resume):
+        return _open_metrics(self.place.metrics_path, start.metrics_offset)
+
+    def progress(self, total: int, job: TrainJob, shown: bool) -> TrainProgress:
+        return TrainProgress(total, job.quality, job.progress.unit, enabled=shown)
+
+    @property
+    def profile_trace(self) -> Path | None:  # rank 0 profiles; its trace sits beside the log
+        return self.place.profile_path
+
+    def close_interrupted(self) -> None:
+        """An interrupted run with a checkpoint keeps its .partial log for --resume; without one it
+        could never be continued, so its log is closed as aborted under its final name."""
+        checkpoints, metrics_path = self.place.checkpoints, self.place.metrics_path
+        _remove_checkpoint_temporaries(checkpoints)
+        if step_folders(checkpoints):
+            self.log.close()
+            return
+        try:
+            if self.log.abort() is None:  # interrupted before run_start: nothing was timed
+                metrics_path.unlink(missing_ok=True)
+        except OSError:  # a full disk too: no log at all rather than one cut short
+            self.log.discard()
+            metrics_path.unlink(missing_ok=True)
+
+    def close_after_disk_problem(self) -> bool:
+        """After a write failed: no half-written checkpoint is left; a run with a complete checkpoint
+        keeps its .partial log (resumable once there is space), any other run leaves nothing behind
+        (a log cut short by a full disk is no result). True when the run can be resumed."""
+        place = self.place
+        _remove_checkpoint_temporaries(place.checkpoints)
+        if step_folders(place.checkpoints) and self.log.partial.exists():
+            self.log.close()
+            return True
+        self.log.discard()
+        for leftover in (place.metrics_path, place.profile_path):
+            leftover.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # the run's checkpoint folder, if the failed save left it empty
+            place.checkpoints.rmdir()
+        return False
+
+    def result(self, outcome: TrainOutcome, job: TrainJob, peak: float, seed: int, world_size: int) -> RunResult:
+        """Close the log under its final name; the run's result, read from it."""
+        self.log.finish()
+        events, _ = read_events(self.place.log_path)
+        units_per_s = outcome.units / outcome.train_seconds if outcome.train_seconds else 0.0
+        achieved = outcome.samples * job.flops_per_sample / outcome.train_seconds if outcome.train_seconds else 0.0
+        return RunResult(self.place.log_path, self.place.metrics_path, self.place.system_path, outcome,
+                         time_to_train_ms(events), job.progress.unit, units_per_s, job.quality, seed, achieved, peak,
+                         world_size)
+
+
+class _NullOutputs:
+    """The outputs of every rank but 0: the same interface as _Outputs, writing nothing."""
+
+    def __init__(self) -> None:
+        self.log = NullLog()
+
+    def write_system(self, *args) -> None:
+        pass
+
+    def open_metrics(self, start):
+        return open(os.devnull, "w")
+
+    def progress(self, total: int, job: TrainJob, shown: bool) -> TrainProgress:
+        return TrainProgress(total, job.quality, job.progress.unit, enabled=False)
+
+    profile_trace = None
+
+    def close_interrupted(self) -> None:
+        pass
+
+    def close_after_disk_problem(self) -> bool:
+        return False
+
+    def result(self, *args) -> None:
+        return None
+
+
+def _set_up(request: RunRequest, ctx: ParallelContext, place: _Place, seed: int, start: _Fresh | _Resume, log,
+            checkpointer: Checkpointer):
+    """Init, untimed: build the job and its optimizer, warm them up, then start the run or resume it.
+    A failure here leaves no log behind for a fresh run and the .partial log of a resumed one."""
+    device = request.options.device
+    start.open(log)
     try:
         job = request.workload.build_job(request.spec, ctx, device, seed, request.settings)
         if device.type == "cuda":  # the warm-up, untimed, then pays for cuDNN's timing of each shape
             torch.backends.cudnn.benchmark = job.fixed_input_shapes
-        identity["global_batch_size"] = job.global_batch_size
+        checkpointer.identity["global_batch_size"] = job.global_batch_size
         optimizer = job.optimizer.build(job.model)
-        if not resume_meta:
-            log_header(log, job, request, system_name, ctx, seed)
-        peak = matmul_peak_flops(device, DTYPES[options.precision])
-        if not resume_meta:
-            log.event("trainclock_matmul_peak_flops", round(peak))
-            if device.type == "cpu":  # which CPU a stored run was timed on: CPUs of one name differ (AMX or not)
-                log.event("trainclock_cpu", system.cpu_identity())
-        warm_up(job, options, ctx, compiled=request.settings.compile)
-        state = None
-        if slot.resume_from:
-            loop_state, offsets = checkpointer.load(slot.resume_from, job.model, optimizer)
-            state = LoopState.from_json(loop_state)
-            log.event("trainclock_resumed", state.steps, metadata={"checkpoint": str(slot.resume_from),
-                                                                   "restart_count": env.restart_count})
-        else:
-            log.end("init_stop")
+        peak = matmul_peak_flops(device, DTYPES[request.options.precision])
+        start.introduce(log, job, request, place, ctx, seed, peak)
+        warm_up(job, request.options, ctx, compiled=request.settings.compile)
+        state = start.begin(log, checkpointer, job, optimizer, ctx)
     except BaseException as e:
-        if not resume_meta:
-            log.discard()
-        else:
-            log.close()
+        start.abandon(log)
         problem = _disk_problem(e)
         if problem is not None:
-            raise _disk_error(problem, log_path.parent, resumable=bool(resume_meta)) from None
+            raise _disk_error(problem, place.log_path.parent, resumable=start.resumable) from None
         raise
+    return job, optimizer, peak, state
 
-    system_path = request.out / "systems" / f"{system_name}.json"
-    metrics_path = log_path.with_name(log_path.stem + ".metrics.jsonl")
+
+def _train_and_finish(request: RunRequest, ctx: ParallelContext, place: _Place, outputs: _Outputs | _NullOutputs,
+                      start: _Fresh | _Resume, checkpointer: Checkpointer, job: TrainJob, optimizer,
+                      state: LoopState | None, peak: float, seed: int) -> RunResult | None:
+    """The timed part of a run, after init: train, then the result (rank 0's; None elsewhere). An
+    interrupt or a full disk leaves the outputs resumable where a checkpoint allows, else removed."""
     try:
-        return _train_and_finish(request, ctx, job, optimizer, state, log, log_path, metrics_path, system_path,
-                                 system_name, checkpointer, checkpoints, resume_meta, peak, seed)
+        return _train(request, ctx, place, outputs, start, checkpointer, job, optimizer, state, peak, seed)
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM from a batch scheduler (the run command makes it one)
-        if env.is_main:
-            _close_interrupted(log, checkpoints, metrics_path)
+        outputs.close_interrupted()
         raise
     except BaseException as e:
         if _wraps_interrupt(e):  # a checkpoint save interrupted: torch wraps the KeyboardInterrupt
-            if env.is_main:
-                _close_interrupted(log, checkpoints, metrics_path)
+            outputs.close_interrupted()
             raise KeyboardInterrupt from None
         problem = _disk_problem(e)
         if problem is None:
             raise
-        if env.is_main:
-            resumable = _close_after_disk_problem(log, checkpoints, metrics_path, log_path)
-        else:
-            resumable = False
-        raise _disk_error(problem, checkpoints if _is_checkpoint_error(e) else log_path.parent, resumable) from None
+        resumable = outputs.close_after_disk_problem()
+        raise _disk_error(problem, place.checkpoints if _is_checkpoint_error(e) else place.log_path.parent,
+                          resumable) from None
 
 
-def _train_and_finish(request: RunRequest, ctx: ParallelContext, job: TrainJob, optimizer, state, log, log_path: Path,
-                      metrics_path: Path, system_path: Path, system_name: str, checkpointer: Checkpointer,
-                      checkpoints: Path, resume_meta: dict | None, peak: float, seed: int) -> RunResult | None:
-    """The timed part of a run, after init: train, then close the log under its final name."""
-    options = request.options
-    env, device = ctx.env, options.device
-    if env.is_main:
-        description = system.describe(system_name, device, request.org, job.division, request.status,
-                                      accelerators_per_node=env.world_size if device.type == "cuda" else 0)
-        try:
-            atomic_write_text(system_path, json.dumps(description, indent=2) + "\n")
-        except OSError as e:  # named by the file it makes, not the temporary it writes first
-            raise OSError(e.errno, e.strerror, str(system_path)) from e
-    metrics = _open_metrics(metrics_path, resume_meta["offsets"]["metrics"] if resume_meta else None) if env.is_main else open(os.devnull, "w")
+def _train(request: RunRequest, ctx: ParallelContext, place: _Place, outputs: _Outputs | _NullOutputs,
+           start: _Fresh | _Resume, checkpointer: Checkpointer, job: TrainJob, optimizer, state: LoopState | None,
+           peak: float, seed: int) -> RunResult | None:
+    options, log = request.options, outputs.log
+    outputs.write_system(request, job, ctx)
+    metrics = outputs.open_metrics(start)
 
     def save_checkpoint(loop_state: LoopState) -> None:
         offsets = {"log": log.flush(), "metrics": _flush(metrics)}
         checkpointer.save(job.model, optimizer, loop_state.to_json(), offsets)
 
-    if options.profile_steps and env.is_main:  # rank 0 profiles; its trace sits beside the log
-        options = replace(options, profile_trace=log_path.with_name(log_path.stem + ".profile.json"))
+    if options.profile_steps and outputs.profile_trace is not None:
+        options = replace(options, profile_trace=outputs.profile_trace)
         log.event("trainclock_profiled_steps", options.profile_steps)  # its times carry the profiler's cost
     total = options.max_samples or job.max_samples
-    with metrics, TrainProgress(total, job.quality, job.progress.unit, enabled=request.progress and env.is_main) as progress:
+    with metrics, outputs.progress(total, job, request.progress) as progress:
         outcome = train(job, optimizer, options, log, metrics, progress, ctx, state,
                         save_checkpoint if options.checkpoint_every_steps else None,
-                        ModelSnapshots(checkpoints / "snapshots", ctx) if job.eval_schedule.offline else None)
-    if not env.is_main:
-        return None
-    log.finish()
-    events, _ = read_events(log_path)
-    units_per_s = outcome.units / outcome.train_seconds if outcome.train_seconds else 0.0
-    achieved = outcome.samples * job.flops_per_sample / outcome.train_seconds if outcome.train_seconds else 0.0
-    return RunResult(log_path, metrics_path, system_path, outcome, time_to_train_ms(events), job.progress.unit,
-                     units_per_s, job.quality, seed, achieved, peak, env.world_size)
+                        ModelSnapshots(place.checkpoints / "snapshots", ctx) if job.eval_schedule.offline else None)
+    return outputs.result(outcome, job, peak, seed, ctx.env.world_size)
 
 
 def _disk_problem(e: BaseException) -> OSError | None:
@@ -264,37 +427,6 @@ def _remove_checkpoint_temporaries(checkpoints: Path) -> None:
         if folder.is_dir():
             for tmp in folder.glob(".*.tmp"):
                 shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _close_interrupted(log, checkpoints: Path, metrics_path: Path) -> None:
-    """An interrupted run with a checkpoint keeps its .partial log for --resume; without one it
-    could never be continued, so its log is closed as aborted under its final name."""
-    _remove_checkpoint_temporaries(checkpoints)
-    if step_folders(checkpoints):
-        log.close()
-        return
-    try:
-        if log.abort() is None:  # interrupted before run_start: nothing was timed
-            metrics_path.unlink(missing_ok=True)
-    except OSError:  # a full disk too: no log at all rather than one cut short
-        log.discard()
-        metrics_path.unlink(missing_ok=True)
-
-
-def _close_after_disk_problem(log, checkpoints: Path, metrics_path: Path, log_path: Path) -> bool:
-    """After a write failed: no half-written checkpoint is left; a run with a complete checkpoint
-    keeps its .partial log (resumable once there is space), any other run leaves nothing behind
-    (a log cut short by a full disk is no result). True when the run can be resumed."""
-    _remove_checkpoint_temporaries(checkpoints)
-    if step_folders(checkpoints) and log_path.with_name(log_path.name + ".partial").exists():
-        log.close()
-        return True
-    log.discard()
-    for leftover in (metrics_path, log_path.with_name(log_path.stem + ".profile.json")):
-        leftover.unlink(missing_ok=True)
-    with contextlib.suppress(OSError):  # the run's checkpoint folder, if the failed save left it empty
-        checkpoints.rmdir()
-    return False
 
 
 def _settings_record(request: RunRequest) -> dict:
@@ -481,10 +613,15 @@ def log_header(log: RunLog, job: TrainJob, request: RunRequest, system_name: str
     log.event("eval_samples", job.eval_samples)
     for target in job.quality:
         log.event("trainclock_target", target.threshold, metadata={"metric": target.metric, "direction": target.direction})
-    progress = job.progress  # how the unit relates to samples, and what the log's counts are in
-    log.event("trainclock_progress_unit", progress.unit, metadata={
-        "per_sample": progress.units_per_sample, "logged_in": progress.log_in, "samples_per_epoch": progress.samples_per_epoch})
+    key, unit, metadata = progress_codec(job.progress).header()  # how the log's counts are written (mllog.progress)
+    log.event(key, unit, metadata=metadata)
     log.event("trainclock_precision", request.options.precision)
     # intra-op threads per process: a CPU run's speed depends on them, and a plan for this CPU must match them
     log.event("trainclock_threads", torch.get_num_threads())
     log.event("trainclock_compile", request.settings.compile)
+
+
+def progress_codec(progress: Progress) -> ProgressCodec:
+    """The codec of a benchmark's progress: how its log writes counts, and how they read back."""
+    return ProgressCodec(progress.unit, progress.units_per_sample, progress.log_in, progress.samples_per_epoch,
+                         progress.samples_per_step)

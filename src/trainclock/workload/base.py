@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import torch
@@ -26,6 +27,15 @@ if TYPE_CHECKING:
 
 Direction = Literal["lower", "higher"]
 Autocast = Callable[[], Any]  # a fresh autocast (or null) context per call
+
+
+class TargetSource(StrEnum):
+    """Where a member's quality target comes from. A str, so that `list` and the stored runs keep
+    reading the kind as the text they always printed."""
+
+    MLPERF = "mlperf"  # the rules' own target: only such a member can run in the closed division
+    MEASURED = "measured"  # trainclock's reference runs, recorded in the package's targets/<member>.json
+    ESTIMATED = "estimated"  # a provisional number with no reference runs behind it yet
 
 
 @dataclass(frozen=True)
@@ -171,9 +181,10 @@ class Member:
     name: str
     parameters: int
     quality: tuple[QualityTarget, ...]
-    target_source: str  # "mlperf", "measured: ...", "estimated: ..."
+    target_source: TargetSource
     description: str = ""  # shape in a few words
     unit: str = "samples"  # the progress unit its throughput is counted in
+    target_note: str = ""  # how the target was fixed, in a line
 
 
 @dataclass(frozen=True)

@@ -52,9 +52,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from trainclock.errors import DataError
+from trainclock.errors import DataError, UsageError
 
 RECOMPUTE = ("none", "selective", "full")  # what a layer keeps for its backward pass, see layer_activation_bytes
 
@@ -189,30 +189,6 @@ def transformer_layer_activation_bytes(seq_len: int, micro_batch: int, hidden: i
     return s * b * h * (per_token_width + attention_scores)
 
 
-class SpecCost(WorkloadCost):
-    """A cost model over a member's spec (a dataclass field `spec` in the subclass) whose name,
-    MLPerf key, batch size and eval cadence are the spec's own `name`, `mlperf_benchmark`,
-    `global_batch_size` and `eval_every_samples`."""
-
-    spec: Any
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def benchmark(self) -> str:
-        return self.spec.mlperf_benchmark
-
-    @property
-    def reference_batch_size(self) -> int:
-        return self.spec.global_batch_size
-
-    @property
-    def eval_every_samples(self) -> int:
-        return self.spec.eval_every_samples
-
-
 def rcp_convergence(folder: Path, benchmark: str, round_: str) -> ConvergencePoints:
     """MLPerf's reference convergence points of `benchmark` as round `round_` ("3.1") has them: the
     newest rcps/training_<round>/rcps_<benchmark>.json in `folder` not after that round, else the
@@ -256,3 +232,13 @@ def rules_rcp_table(benchmark: str, round_: str) -> tuple[dict, ...]:
     """The entries of round `round_`'s reference convergence points of `benchmark` (BS, Hyperparams,
     Epochs to converge) as the installed rules package ships them."""
     return tuple(json.loads(rules_rcp_file(benchmark, round_).read_text()).values())
+
+
+def rcp_hyperparameters(benchmark: str, round_: str, global_batch_size: int, member: str) -> dict:
+    """The Hyperparams of round `round_`'s reference convergence point of `benchmark` at this batch
+    size; a UsageError naming the batch sizes there are where it has none (`member`: the one run)."""
+    table = {entry["BS"]: entry["Hyperparams"] for entry in rules_rcp_table(benchmark, round_)}
+    if global_batch_size not in table:
+        raise UsageError(f"{member} has reference hyperparameters (RCPs) only at global batch sizes "
+                         f"{', '.join(map(str, sorted(table)))}; pick one with --gbs")
+    return table[global_batch_size]

@@ -19,6 +19,7 @@ from trainclock.workload.base import RunSettings
 from trainclock.workloads.bert import WORKLOAD
 from trainclock.workloads.bert.data.instances import make_instances
 from trainclock.workloads.bert.model import build_model
+from trainclock.workloads.bert.metric import METRIC
 from trainclock.workloads.bert.spec import BertShape, get_member, mlperf_eval_every
 
 
@@ -28,7 +29,7 @@ def test_bert_large_has_the_reference_shape_and_336m_parameters():
         model = build_model(spec.shape, spec.dropout)
     counted = sum(p.numel() for p in model.parameters())
     assert counted == spec.shape.parameter_count() == 336_226_108
-    assert (spec.seq_len, spec.max_predictions, spec.eval_samples, spec.target_accuracy) == (512, 76, 10_000, 0.720)
+    assert (spec.seq_len, spec.max_predictions, spec.eval_samples, spec.targets[METRIC]) == (512, 76, 10_000, 0.720)
     assert spec.eval_every_samples == mlperf_eval_every(448) == 150_000
 
 

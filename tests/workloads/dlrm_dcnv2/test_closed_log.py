@@ -19,7 +19,7 @@ from trainclock.train.run import RunRequest, execute
 from trainclock.workload.base import RunSettings
 from trainclock.workloads.dlrm_dcnv2 import WORKLOAD
 from trainclock.workloads.dlrm_dcnv2.model import build_model
-from trainclock.workloads.dlrm_dcnv2.spec import CRITEO_MULTI_HOT, CRITEO_ROWS, get_member
+from trainclock.workloads.dlrm_dcnv2.spec import CRITEO_MULTI_HOT, CRITEO_ROWS, METRIC, get_member
 
 
 def test_full_size_has_the_reference_shape_and_26b_parameters():
@@ -30,7 +30,7 @@ def test_full_size_has_the_reference_shape_and_26b_parameters():
     dense = sum(p.numel() for n, p in model.named_parameters() if not n.startswith("tables."))
     assert tables == sum(CRITEO_ROWS) * 128 == spec.shape.embedding_parameters() == 26_135_627_264
     assert dense == spec.shape.dense_parameters() == 16_044_545  # bottom 171,392 + cross 10,627,200 + top 5,245,953
-    assert (spec.global_batch_size, spec.learning_rate, spec.target_auc) == (65_536, 0.004, 0.80275)
+    assert (spec.global_batch_size, spec.learning_rate, spec.targets[METRIC]) == (65_536, 0.004, 0.80275)
     assert spec.eval_samples == 89_137_319 and spec.max_samples == 4_195_197_692 // 65_536 * 65_536
     assert spec.eval_every_samples == 3_200 * 65_536  # TOTAL_TRAINING_SAMPLES // (GBS * 20) steps
     assert [m.name for m in WORKLOAD.members()][-1] == "dlrm-criteo1tb" and WORKLOAD.full_size == "dlrm-criteo1tb"

@@ -16,7 +16,7 @@ from tests.workloads.dlrm_dcnv2.files import write_days
 from tests.workloads.helpers import (error_line, evaluations, kill_at_first_checkpoint, log_path, losses, prepare_data,
                                      records, trainclock)
 from trainclock.mllog.reader import read_events
-from trainclock.workloads.dlrm_dcnv2.spec import get_member
+from trainclock.workloads.dlrm_dcnv2.spec import METRIC, get_member
 
 MEMBER = "dlrm-tiny"
 SHORT = ("--seed", "4", "--max-samples", "12288", "--precision", "fp32", "--no-progress", "--checkpoint-every", "6")
@@ -51,7 +51,7 @@ def one_process(prepared, tmp_path_factory):
 
 def test_prepare_reports_the_best_achievable_auc_beside_the_data(prepared):
     best = float(prepared.split("best achievable AUC ")[1].split(")")[0])
-    assert get_member(MEMBER).target_auc < best < 0.9
+    assert get_member(MEMBER).targets[METRIC] < best < 0.9
 
 
 @pytest.mark.slow
@@ -60,7 +60,7 @@ def test_tiny_reaches_its_target_within_one_epoch(tiny_run):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "run success" in proc.stdout
     steps = [r for r in records(out, MEMBER) if "loss" in r]
-    target = get_member(MEMBER).target_auc
+    target = get_member(MEMBER).targets[METRIC]
     assert sum(r["loss"] for r in steps[-10:]) < sum(r["loss"] for r in steps[:10])
     assert aucs(out)[-1] >= target and all(a < target for a in aucs(out)[:-1])
     assert steps[-1]["samples"] <= get_member(MEMBER).samples_per_epoch

@@ -37,7 +37,7 @@ def test_tiny_fine_tunes_to_its_eval_loss_target(tiny_run):
     assert "run success" in proc.stdout
     steps = losses(out, MEMBER)
     evals = [r["eval"][METRIC] for r in records(out, MEMBER) if "eval" in r]
-    target = get_member(MEMBER).target_eval_loss
+    target = get_member(MEMBER).targets[METRIC]
     assert np.mean(steps[-5:]) < np.mean(steps[:5])
     assert evals[-1] <= target and all(e > target for e in evals[:-1])
 

@@ -21,6 +21,7 @@ from trainclock.workload.base import RunSettings
 from trainclock.workloads.resnet import WORKLOAD
 from trainclock.workloads.resnet.data.transforms import ImageTransforms
 from trainclock.workloads.resnet.model import RESNET50, ResNetShape, build_model, train_flops_per_image
+from trainclock.workloads.resnet.metric import METRIC
 from trainclock.workloads.resnet.spec import get_member
 
 
@@ -33,7 +34,7 @@ def test_resnet50_is_torchvisions_v1_5_with_25_6m_parameters():
     assert model.layer2[0].conv2.stride == (2, 2)  # v1.5: the stride on the 3x3, not the 1x1
     assert train_flops_per_image(spec.shape) == pytest.approx(3 * 8.18e9, rel=1e-3)  # 4.09 GMACs forward
     assert (spec.transforms.crop, spec.transforms.resize, spec.label_smoothing) == (224, 256, 0.1)
-    assert (spec.target_accuracy, spec.optimizer, spec.global_batch_size) == (0.759, "lars", 3264)
+    assert (spec.targets[METRIC], spec.optimizer, spec.global_batch_size) == (0.759, "lars", 3264)
 
 
 def test_other_batches_take_the_rules_reference_hyperparameters():

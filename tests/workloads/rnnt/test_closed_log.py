@@ -21,6 +21,7 @@ from trainclock.train.options import TrainOptions
 from trainclock.train.run import RunRequest, execute
 from trainclock.workload.base import RunSettings
 from trainclock.workloads.rnnt import WORKLOAD
+from trainclock.workloads.rnnt.metric import METRIC
 from trainclock.workloads.rnnt.spec import get_member
 
 WORDS = "one two three four five six seven eight nine ten red green blue black white cat dog".split()
@@ -35,7 +36,7 @@ def test_full_config_is_the_reference():
     # the rules' reference hyperparameters (RCPs) at the batch size
     assert (spec.global_batch_size, spec.learning_rate, spec.warmup_epochs, spec.hold_epochs) == (1024, 0.007447, 3, 17)
     assert (spec.ema, spec.exp_gamma, spec.model.weights_init_scale) == (0.992, 0.9037, 0.5)
-    assert (spec.max_symbols, spec.max_duration, spec.target_wer, spec.eval_utterances) == (300, 16.7, 0.058, 2703)
+    assert (spec.max_symbols, spec.max_duration, spec.targets[METRIC], spec.eval_utterances) == (300, 16.7, 0.058, 2703)
     other = spec.with_batch(512)
     assert (other.learning_rate, other.beta2, other.model.weights_init_scale) == (0.0062, 0.9985, 0.45)
     with pytest.raises(UsageError, match="reference hyperparameters"):

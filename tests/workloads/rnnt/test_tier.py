@@ -12,6 +12,7 @@ from tests.official_checker import check
 from tests.workloads.helpers import (ROOT, error_line, kill_at_first_checkpoint, log_path, losses, prepare_data,
                                      records, trainclock)
 from trainclock.mllog.reader import read_events
+from trainclock.workloads.rnnt.metric import METRIC
 from trainclock.workloads.rnnt.spec import get_member
 
 MEMBER = "rnnt-tiny"
@@ -35,7 +36,7 @@ def test_rnnt_tiny_reaches_its_wer_target(tiny_run):
     assert "run success" in proc.stdout
     steps = [r["loss"] for r in records(out, MEMBER) if "loss" in r]
     evals = [r["eval"]["WER"] for r in records(out, MEMBER) if "eval" in r]
-    target = get_member(MEMBER).target_wer
+    target = get_member(MEMBER).targets[METRIC]
     assert np.mean(steps[-10:]) < np.mean(steps[:10])
     assert evals[-1] <= target and all(e > target for e in evals[:-1])
 
@@ -109,8 +110,8 @@ def test_bad_input_is_one_line(cli, tmp_path):
 def test_layouts_the_network_cannot_take_are_refused():
     from trainclock.distributed.layout import Layout
     from trainclock.errors import UsageError
-    from trainclock.workloads.rnnt.parallelize import check_layout
+    from trainclock.workloads.rnnt import WORKLOAD
 
     for layout in (Layout(dp=1, tp=2), Layout(dp=1, pp=2), Layout(dp=2, fsdp=True)):
         with pytest.raises(UsageError, match="data parallel|DDP"):
-            check_layout(layout)
+            WORKLOAD.check_layout(WORKLOAD.specs.member(MEMBER), layout)

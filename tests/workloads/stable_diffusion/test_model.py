@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from trainclock.workloads.stable_diffusion.optim import AdamWLinearWarmup
+from trainclock.workloads.stable_diffusion.metric import CLIP, FID
 from trainclock.workloads.stable_diffusion.spec import get_member
 
 
@@ -15,7 +16,7 @@ def test_full_config_is_the_reference():
     assert spec.unet.cross_attention_dim == 1024 and spec.unet.block_out_channels == (320, 640, 1280, 1280)
     assert spec.learning_rate == pytest.approx(1.25e-7 * 512) and spec.warmup_steps == 1000
     assert (spec.eval_every_samples, spec.eval_captions, spec.ddim_steps, spec.guidance) == (512_000, 30_000, 50, 8.0)
-    assert (spec.target_fid, spec.target_clip, spec.latent_scale) == (90.0, 0.15, 0.18215)
+    assert (spec.targets[FID], spec.targets[CLIP], spec.latent_scale) == (90.0, 0.15, 0.18215)
     assert spec.with_batch(1024).learning_rate == pytest.approx(1.28e-4)
 
 

@@ -13,6 +13,7 @@ from tests.official_checker import check
 from tests.workloads.helpers import (error_line, kill_at_first_checkpoint, log_path, losses, prepare_data, records,
                                      trainclock)
 from trainclock.mllog.reader import read_events
+from trainclock.workloads.stable_diffusion.metric import CLIP, FID
 from trainclock.workloads.stable_diffusion.spec import get_member
 
 MEMBER = "sd-tiny"
@@ -40,8 +41,8 @@ def test_sd_tiny_reaches_both_targets_at_one_evaluation(tiny_run):
     assert np.mean(steps[-5:]) < np.mean(steps[:5])
     assert len(evals) >= 1 and all(set(e) == {"FID", "CLIP"} for e in evals)
     spec = get_member(MEMBER)
-    assert evals[-1]["FID"] <= spec.target_fid and evals[-1]["CLIP"] >= spec.target_clip
-    assert all(spec.target_fid < e["FID"] or e["CLIP"] < spec.target_clip for e in evals[:-1])  # stopped at the first
+    assert evals[-1]["FID"] <= spec.targets[FID] and evals[-1]["CLIP"] >= spec.targets[CLIP]
+    assert all(spec.targets[FID] < e["FID"] or e["CLIP"] < spec.targets[CLIP] for e in evals[:-1])  # stopped at the first
 
 
 @pytest.mark.slow

@@ -18,7 +18,8 @@ from trainclock.distributed.parallelize import ModelParallelism, parallelize
 from trainclock.errors import UsageError
 from trainclock.optim.schedules import WarmupPoly
 from trainclock.optim.sgd import SGDMomentum
-from trainclock.workload.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
+from trainclock.workload.base import (EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TargetSource,
+                                      TrainJob)
 from trainclock.workload.batch_plan import check_global_batch, micro_batch
 
 TARGET = QualityTarget("top-1 accuracy", 0.88, "higher")
@@ -52,8 +53,8 @@ class ToyVision:
 
     def members(self) -> Sequence[Member]:
         params = sum(p.numel() for p in SmallCNN().parameters())
-        return [Member("toyvision-tiny", params, (TARGET,), "measured: tests/workloads/toyvision",
-                       "2 conv layers, 8x8 images, 10 classes", unit="images")]
+        return [Member("toyvision-tiny", params, (TARGET,), TargetSource.MEASURED,
+                       "2 conv layers, 8x8 images, 10 classes", unit="images", target_note="tests/workloads/toyvision")]
 
     resumed_flags = ("dataset_name",)  # what a resume takes over (a test checks it refuses another)
 

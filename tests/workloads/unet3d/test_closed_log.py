@@ -20,13 +20,13 @@ from trainclock.train.options import TrainOptions
 from trainclock.train.run import RunRequest, execute
 from trainclock.workload.base import RunSettings
 from trainclock.workloads.unet3d import WORKLOAD
-from trainclock.workloads.unet3d.spec import get_member
+from trainclock.workloads.unet3d.spec import METRIC, get_member
 
 
 def test_full_config_is_the_reference_and_takes_the_rules_hyperparameters():
     spec = get_member("unet3d-kits19")
     assert spec.filters == (32, 64, 128, 256, 320) and spec.parameter_count() == 31_190_243
-    assert (spec.patch, spec.oversampling, spec.overlap, spec.target_dice) == (128, 0.4, 0.5, 0.908)
+    assert (spec.patch, spec.oversampling, spec.overlap, spec.targets[METRIC]) == (128, 0.4, 0.5, 0.908)
     assert (spec.global_batch_size, spec.learning_rate, spec.warmup_epochs) == (56, 2.0, 1000)
     assert (spec.eval_first_samples, spec.eval_every_samples, len(spec.eval_cases)) == (168_000, 3_360, 42)
     other = spec.with_batch(2)

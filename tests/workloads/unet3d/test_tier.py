@@ -12,7 +12,7 @@ from tests.official_checker import check
 from tests.workloads.helpers import (ROOT, error_line, kill_at_first_checkpoint, log_path, losses, prepare_data,
                                      records, trainclock)
 from trainclock.mllog.reader import read_events
-from trainclock.workloads.unet3d.spec import get_member
+from trainclock.workloads.unet3d.spec import METRIC, get_member
 
 MEMBER = "unet3d-tiny"
 
@@ -35,7 +35,7 @@ def test_unet3d_tiny_reaches_its_mean_dice_target(tiny_run):
     assert "run success" in proc.stdout
     steps = [r["loss"] for r in records(out, MEMBER) if "loss" in r]
     evals = [r["eval"] for r in records(out, MEMBER) if "eval" in r]
-    target = get_member(MEMBER).target_dice
+    target = get_member(MEMBER).targets[METRIC]
     assert np.mean(steps[-5:]) < np.mean(steps[:5])
     assert evals[-1]["mean DICE"] >= target and all(e["mean DICE"] < target for e in evals[:-1])
     # a real segmentation, not the trivial one: both classes found (kidney alone scores at most 0.5)
@@ -119,8 +119,8 @@ def test_bad_input_is_one_line(cli, tmp_path):
 def test_layouts_the_network_cannot_take_are_refused():
     from trainclock.distributed.layout import Layout
     from trainclock.errors import UsageError
-    from trainclock.workloads.unet3d.parallelize import check_layout
+    from trainclock.workloads.unet3d import WORKLOAD
 
     for layout in (Layout(dp=1, tp=2), Layout(dp=1, pp=2), Layout(dp=2, fsdp=True)):
         with pytest.raises(UsageError, match="data parallel|DDP"):
-            check_layout(layout)
+            WORKLOAD.check_layout(WORKLOAD.specs.member(MEMBER), layout)

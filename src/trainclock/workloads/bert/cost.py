@@ -9,44 +9,25 @@ the CPU tiers from the samples at which each recorded reference run first reache
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 
-from trainclock.workload import evidence
-from trainclock.workload.base import QualityTarget
-from trainclock.workloads.bert.metric import METRIC
-from trainclock.workloads.bert.spec import MEMBERS, MLPERF_ROUND, BertSpec, get_member, target_evidence
-from trainclock.workload.cost_model import (ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence,
-                                      transformer_layer_activation_bytes)
+from trainclock.workload.cost_model import SampleFlops, WorkloadCost, transformer_layer_activation_bytes
+from trainclock.workload.spec_cost import LayerStackCost
+from trainclock.workloads.bert.spec import MEMBERS, MLPERF_ROUND, BertSpec, get_member
 
 LAMB_STATE_BYTES = 8  # two fp32 moments per parameter
 LOGIT_BYTES = 4 * 2  # fp32 logits and their gradient
 
 
 @dataclass(frozen=True)
-class BertCost(SpecCost):
+class BertCost(LayerStackCost):
+    """Beside the encoder layers: embeddings, pooler and the pre-training heads."""
+
     mlperf_round = MLPERF_ROUND
+    members = MEMBERS
 
     spec: BertSpec
-
-    @cached_property
-    def parameter_count(self) -> int:
-        return self.spec.shape.parameter_count()
-
-    @property
-    def layers(self) -> int:
-        return self.spec.shape.n_layer
-
-    @cached_property
-    def other_parameters(self) -> int:
-        """Embeddings, pooler and the pre-training heads: everything but the encoder layers."""
-        return replace(self.spec.shape, n_layer=0).parameter_count()
-
-    @cached_property
-    def layer_parameters(self) -> float:
-        return (self.parameter_count - self.other_parameters) / self.layers
 
     @property
     def tensor_parallel_units(self) -> int:
@@ -86,20 +67,6 @@ class BertCost(SpecCost):
 
     def output_bytes(self, micro_batch: int, tp: int) -> float:
         return micro_batch * self.spec.max_predictions * self.spec.shape.vocab_size * LOGIT_BYTES / tp
-
-    def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
-        spec = self.spec
-        if spec.target_source.startswith("mlperf"):
-            return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark, MLPERF_ROUND)
-        if not spec.target_source.startswith("measured"):
-            return None
-        quality = (QualityTarget(METRIC, spec.target_accuracy, "higher"),)
-        return evidence.convergence(spec.name, target_evidence(spec.name).get("runs") or [], quality,
-                                    spec.global_batch_size)
-
-    def measured_efficiency(self) -> tuple[float, str] | None:
-        measured = [s.name for s in MEMBERS.values() if s.target_source.startswith("measured")]
-        return evidence.efficiency(self.name, {name: target_evidence(name) for name in measured})
 
 
 def cost_model(member: str) -> WorkloadCost:

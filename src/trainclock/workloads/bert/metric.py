@@ -4,12 +4,11 @@ ranks, so the accuracy is that of the whole set, not a mean of per-rank means.""
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
 from trainclock.workload.base import EvalShard
+from trainclock.workload.evaluation import equal_forwards, evaluating, shard_rows
 from trainclock.workloads.bert.data.batches import rows
 
 METRIC = "masked-LM accuracy"
@@ -19,15 +18,12 @@ def mlm_sums(model: nn.Module, data: dict[str, torch.Tensor], micro: int, shard:
              device: torch.device) -> EvalShard:
     """This shard's summed hits and masked positions. Every shard runs the same number of forwards
     (FSDP ranks must meet in each one); a rank out of rows joins with a row weighted 0."""
-    rank, ranks = shard
     n = len(data["input_ids"])
-    mine = range(rank * n // ranks, (rank + 1) * n // ranks)
-    forwards = math.ceil(math.ceil(n / ranks) / micro)
+    mine = shard_rows(n, shard)
     correct = torch.zeros((), dtype=torch.float64)
     count = torch.zeros((), dtype=torch.float64)
-    model.eval()
-    with torch.no_grad():
-        for i in range(forwards):
+    with evaluating(model):
+        for i in range(equal_forwards(n, shard[1], micro)):
             index = list(mine[i * micro:(i + 1) * micro])
             batch = rows(data, index or [0])
             with autocast():
@@ -35,7 +31,6 @@ def mlm_sums(model: nn.Module, data: dict[str, torch.Tensor], micro: int, shard:
             if index:
                 correct += hits.double().cpu()
                 count += masked.double().cpu()
-    model.train()
     return EvalShard(sums={"mlm_correct": correct, "mlm_count": count})
 
 

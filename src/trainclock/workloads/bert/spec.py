@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from functools import cache
 
 from trainclock.errors import UsageError
-from trainclock.workload import evidence
+from trainclock.workload.cost_model import rcp_hyperparameters as rules_hyperparameters
+from trainclock.workload.spec_base import MemberSet, MemberSpec, recorded_target, rules_target
 from trainclock.workloads.bert.metric import METRIC
-from trainclock.workload.cost_model import rules_rcp_table
 
 MLPERF_ROUND = "3.1"  # the MLPerf Training round whose closed rules and reference points this benchmark follows
 
@@ -53,14 +52,11 @@ class BertShape:
 
 
 @dataclass(frozen=True)
-class BertSpec:
-    name: str
+class BertSpec(MemberSpec):
     shape: BertShape
     corpus: str  # "wikipedia" (official format, --data) or a CPU tier's text source
     seq_len: int
     max_predictions: int
-    global_batch_size: int
-    micro_batch_size: int
     learning_rate: float
     training_steps: int  # opt_learning_rate_training_steps: the poly decay reaches 0 here
     warmup_steps: int
@@ -70,8 +66,6 @@ class BertSpec:
     weight_decay: float
     eval_every_samples: int
     eval_samples: int
-    target_accuracy: float
-    target_source: str
     max_samples: int
     eps: float = 1e-6
     dropout: float = 0.1
@@ -106,19 +100,9 @@ def mlperf_eval_every(global_batch_size: int) -> int:
     return math.floor(0.05 * (230.23 * global_batch_size + 3_000_000) / 25_000) * 25_000
 
 
-@cache
-def _rcps() -> dict[int, dict]:
-    """The rules' own table of reference hyperparameters, by global batch size."""
-    return {entry["BS"]: entry["Hyperparams"] for entry in rules_rcp_table("bert", MLPERF_ROUND)}
-
-
 def rcp_hyperparameters(global_batch_size: int) -> dict:
     """The reference hyperparameters of the rules at this batch size (MLPerf v3.1 bert RCPs)."""
-    table = _rcps()
-    if global_batch_size not in table:
-        raise UsageError(f"bert-large has reference hyperparameters (RCPs) only at global batch sizes "
-                         f"{', '.join(map(str, sorted(table)))}; pick one with --gbs")
-    hp = table[global_batch_size]
+    hp = rules_hyperparameters("bert", MLPERF_ROUND, global_batch_size, "bert-large")
     steps = int(hp["opt_learning_rate_training_steps"])
     return {
         "global_batch_size": global_batch_size,
@@ -145,29 +129,20 @@ def _bert_large() -> BertSpec:
         micro_batch_size=8,
         pack_sequences=True,
         eval_samples=MLPERF_EVAL_SAMPLES,
-        target_accuracy=0.720,
-        target_source="mlperf: Training v3.1 closed bert rules",
+        **rules_target([(METRIC, "higher", 0.720)], f"Training v{MLPERF_ROUND} closed bert rules"),
         **rcp_hyperparameters(448),  # the reference's batch (TPU-v4-32, Habana's hyperparameter set)
     )
 
 
 def _cpu_member(name: str, shape: BertShape, **hyper) -> BertSpec:
-    recorded = target_evidence(name)
-    kind = "measured" if evidence.is_measured(recorded) else "estimated"  # no reference runs: a guess
     return BertSpec(name=name, shape=shape, corpus="shakespeare", seq_len=128, max_predictions=20,
-                    target_accuracy=evidence.threshold(recorded, METRIC, "target_accuracy"),
-                    target_source=f"{kind}: {recorded['summary']}",
+                    **recorded_target(__package__, name, [(METRIC, "higher")], legacy_key="target_accuracy"),
                     beta1=0.9, beta2=0.999, weight_decay=0.01, warmup_steps=0, start_warmup_step=0,
                     dropout=0.0,  # short runs: no regularisation needed, and 1 and N processes match exactly
                     **hyper)
 
 
-def target_evidence(name: str) -> dict:
-    """The recorded reference runs that fixed a CPU tier's target (targets/<name>.json)."""
-    return evidence.load("trainclock.workloads.bert", name)
-
-
-def _members() -> dict[str, BertSpec]:
+def _members() -> list[BertSpec]:
     tiny = _cpu_member(
         "bert-tiny", BertShape(n_layer=2, hidden=128, n_head=2, intermediate=512, vocab_size=2048, max_positions=128),
         global_batch_size=32, micro_batch_size=32, learning_rate=1e-2, training_steps=200,
@@ -178,14 +153,9 @@ def _members() -> dict[str, BertSpec]:
         global_batch_size=32, micro_batch_size=32, learning_rate=1e-2, training_steps=300,
         eval_every_samples=960, eval_samples=1024, max_samples=9_600,
         phase1_steps=300, phase1_learning_rate=1e-3, train_instances=20_000)
-    return {s.name: s for s in (tiny, mini, _bert_large())}
+    return [tiny, mini, _bert_large()]
 
 
-MEMBERS: dict[str, BertSpec] = _members()
-
-
-def get_member(name: str) -> BertSpec:
-    try:
-        return MEMBERS[name]
-    except KeyError:
-        raise UsageError(f"unknown BERT member {name!r}; choose one of: {', '.join(MEMBERS)}") from None
+MEMBERS: MemberSet[BertSpec] = MemberSet("BERT", __package__, _members())
+get_member = MEMBERS.member
+target_evidence = MEMBERS.evidence

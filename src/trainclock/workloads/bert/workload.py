@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,8 +16,9 @@ from trainclock.distributed.parallelize import build_parallelized
 from trainclock.errors import UsageError
 from trainclock.storage import discard_folder
 from trainclock.optim.lamb import Lamb, PolyWarmup
-from trainclock.workload.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
-from trainclock.workload.batch_plan import with_batch_settings
+from trainclock.workload.base import EvalSchedule, EvalShard, Progress, RunSettings, TrainJob
+from trainclock.workload.benchmark import BenchmarkWorkload, member_job
+from trainclock.workload.spec_base import division
 from trainclock.workload.batches import TreeBatch
 from trainclock.workloads.bert.data.batches import (PackedBatches, as_tensors, model_inputs, packed_rows_per_sequence,
                                                     packed_train_batch, train_batch)
@@ -26,28 +26,27 @@ from trainclock.workloads.bert.data.official import load_folder
 from trainclock.workloads.bert.data.prepare import Layout as DataLayout
 from trainclock.workloads.bert.data.prepare import prepare
 from trainclock.workloads.bert.data.text import parse_source
-from trainclock.workloads.bert.metric import METRIC, mlm_sums, score
-from trainclock.workloads.bert.parallelize import PARALLELISM, check_layout
+from trainclock.workloads.bert.metric import mlm_sums, score
+from trainclock.workloads.bert.parallelize import PARALLELISM
 from trainclock.workloads.bert.spec import MEMBERS, MLPERF_ROUND, BertSpec, get_member
 
 INIT_CHECKPOINT_ENV = "TRAINCLOCK_BERT_INIT_CHECKPOINT"
+RULES_DATASET = "wikipedia"
 
 
-def quality(spec: BertSpec) -> tuple[QualityTarget, ...]:
-    return (QualityTarget(METRIC, spec.target_accuracy, "higher"),)
-
-
-class BertWorkload:
+class BertWorkload(BenchmarkWorkload):
     key = "bert"
     mlperf_round = MLPERF_ROUND
     title = "BERT"
-    full_size = "bert-large"
+    specs = MEMBERS
+    batch_units = "sequences"
 
-    def members(self) -> Sequence[Member]:
-        return [Member(s.name, s.shape.parameter_count(), quality(s), s.target_source,
-                       f"{s.shape.n_layer} layers, width {s.shape.hidden}, {s.shape.n_head} heads, seq {s.seq_len}",
-                       unit="samples")
-                for s in MEMBERS.values()]
+    def parameter_count(self, spec: BertSpec) -> int:
+        return spec.shape.parameter_count()
+
+    def describe(self, spec: BertSpec) -> str:
+        s = spec.shape
+        return f"{s.n_layer} layers, width {s.hidden}, {s.n_head} heads, seq {spec.seq_len}"
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
         group.add_argument("--init-checkpoint", metavar="PATH",
@@ -57,17 +56,16 @@ class BertWorkload:
                            help="train on packed rows, several sequences a row: each step's sequences are the "
                                 "same, in fewer tokens (default: on for bert-large, off for the CPU tiers)")
 
-    def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> BertSpec:
-        spec = get_member(member)
-        check_layout(layout)
+    def configure(self, spec: BertSpec, settings: RunSettings, layout: Layout, device: torch.device) -> BertSpec:
         if settings.extra.get("pack_sequences") is not None:
             spec = replace(spec, pack_sequences=settings.extra["pack_sequences"])
-        # refused now, before the run measures and imports for a minute (a dry run, on meta, reads no data)
-        if spec.corpus == "wikipedia" and device.type != "meta":
+        return spec
+
+    def check_run(self, spec: BertSpec, settings: RunSettings, layout: Layout, device: torch.device) -> None:
+        if spec.corpus == RULES_DATASET and device.type != "meta":  # a dry run, on meta, reads no data
             check_start_checkpoint(settings)
             if settings.data is None:
                 load_folder(None, spec.seq_len, spec.max_predictions)
-        return with_batch_settings(spec, settings, layout, "sequences")
 
     def build_job(self, spec: BertSpec, ctx: ParallelContext, device: torch.device, seed: int,
                   settings: RunSettings) -> TrainJob:
@@ -172,7 +170,6 @@ def load_data(spec: BertSpec, settings: RunSettings, ctx: ParallelContext,
 
 def build_job(spec: BertSpec, settings: RunSettings, seed: int, ctx: ParallelContext,
               device: torch.device) -> TrainJob:
-    check_layout(ctx.layout)
     train, evaluation, dataset, start = load_data(spec, settings, ctx, device)
     torch.manual_seed(seed)
     model = build_model(spec, ctx, device, settings, start)
@@ -216,20 +213,16 @@ def bert_job(spec: BertSpec, model: torch.nn.Module, batch, evaluate, dataset: s
              rows_per_sequence: float = 1.0) -> TrainJob:
     """The job around a built model; tests build one with a stand-in model to write logs.
     `rows_per_sequence`: the rows of seq_len tokens computed per sequence (below 1 when packed)."""
-    return TrainJob(
-        name=spec.name,
-        benchmark=spec.mlperf_benchmark,
-        division="closed" if spec.name == "bert-large" and dataset == "wikipedia" else "open",
+    return member_job(
+        spec,
+        division=division(spec, dataset, RULES_DATASET),
         model=model,
         batch=batch,
         loss=lambda m, b: m(**model_inputs(b))[0],
         evaluate=evaluate,
         score=score,
-        quality=quality(spec),
         # MLPerf bert counts progress in samples, logged under epoch_num (train_samples, eval_accuracy)
         progress=Progress(unit="samples", units_per_sample=1, log_key="epoch_num", log_in="samples"),
-        global_batch_size=spec.global_batch_size,
-        micro_batch_size=spec.micro_batch_size,
         flops_per_sample=spec.shape.flops_per_sample(spec.seq_len, spec.max_predictions) * rows_per_sequence,
         optimizer=optimizer(spec),
         eval_schedule=EvalSchedule(every=spec.eval_every_samples),

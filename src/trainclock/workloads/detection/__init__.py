@@ -4,5 +4,4 @@ evaluation."""
 
 from trainclock.workloads.detection.workload import DetectionWorkload
 
-WORKLOADS = (DetectionWorkload("ssd", "RetinaNet", "retinanet-resnext50"),
-             DetectionWorkload("maskrcnn", "Mask R-CNN", "maskrcnn-r50"))
+WORKLOADS = (DetectionWorkload("ssd", "RetinaNet"), DetectionWorkload("maskrcnn", "Mask R-CNN"))

@@ -19,16 +19,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, cached_property
-from pathlib import Path
 
 import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from trainclock.workload import evidence
-from trainclock.workload.cost_model import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost
+from trainclock.workload.cost_model import SampleFlops, WorkloadCost
+from trainclock.workload.spec_base import MemberSet
+from trainclock.workload.spec_cost import SpecCost
 from trainclock.workloads.detection.model import POSITIVE_FRACTION, DetectorShape, build_model, parameter_count
-from trainclock.workloads.detection.spec import MLPERF_ROUND, PACKAGE, DetectionSpec, get_member, quality
+from trainclock.workloads.detection.spec import MEMBERS, MLPERF_ROUND, DetectionSpec, get_member
 
 ADAM_STATE_BYTES, SGD_STATE_BYTES = 8, 4
 MAPS_PER_CONV = 3
@@ -106,6 +106,10 @@ class DetectionCost(SpecCost):
 
     spec: DetectionSpec
 
+    @property
+    def members(self) -> MemberSet[DetectionSpec]:
+        return MEMBERS[self.spec.benchmark]  # its own benchmark's, of the package's two
+
     layers = 1
     tensor_parallel_units = 1
     tensor_parallel_unit = "whole networks (data parallel only)"
@@ -152,14 +156,9 @@ class DetectionCost(SpecCost):
     def recompute_choices(self) -> tuple[str, ...]:
         return ("none",)
 
-    def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
-        if self.spec.full:
-            return super().convergence(mlperf_dir)
-        recorded = evidence.load(PACKAGE, self.spec.name)
-        if not evidence.is_measured(recorded):
-            return None
-        return evidence.convergence(self.spec.name, recorded["runs"], quality(self.spec), self.spec.global_batch_size,
-                                    units_per_progress=self.spec.train_images)
+    @property
+    def units_per_progress(self) -> float:
+        return self.spec.train_images  # the runs record images, the rules count epochs
 
     def measured_efficiency(self) -> tuple[float, str] | None:
         return None  # no FLOPs per sample in the runs' logs (data-dependent), hence no recorded MFU

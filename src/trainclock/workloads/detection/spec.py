@@ -16,9 +16,8 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 from trainclock.errors import UsageError
-from trainclock.workload import evidence
-from trainclock.workload.base import QualityTarget
 from trainclock.workload.cost_model import rules_rcp_table
+from trainclock.workload.spec_base import MemberSet, MemberSpec, recorded_target, rules_target
 from trainclock.workloads.detection.model import DetectorShape
 
 MLPERF_ROUND = "3.1"  # the MLPerf Training round whose closed rules and reference points this benchmark follows
@@ -30,14 +29,11 @@ METRICS = {"ssd": {"bbox": "mAP"}, "maskrcnn": {"bbox": "BBOX", "segm": "SEGM"}}
 
 
 @dataclass(frozen=True)
-class DetectionSpec:
-    name: str
+class DetectionSpec(MemberSpec):
     benchmark: str  # the MLPerf key: "ssd" or "maskrcnn"
     shape: DetectorShape
     dataset: str  # "openimages", "coco" (--data FOLDER) or "mosaic" (a CPU tier's generated set)
     layout: str  # the official layout a tier's mosaics are written in: "openimages" or "coco"
-    global_batch_size: int
-    micro_batch_size: int
     learning_rate: float
     warmup_factor: float
     warmup_epochs: float  # ssd
@@ -45,8 +41,6 @@ class DetectionSpec:
     decay_steps: tuple[int, int]  # maskrcnn
     eval_every_samples: int
     max_samples: int
-    targets: dict[str, float]
-    target_source: str
     train_images: int
     val_images: int
     image_side: int = 0  # a tier's mosaic side
@@ -72,10 +66,6 @@ class DetectionSpec:
             shape = replace(self.shape, candidates=hp.pop("shape_candidates"))
             return replace(self, **hp, shape=shape, micro_batch_size=micro)
         return replace(self, global_batch_size=global_batch_size, micro_batch_size=micro)
-
-
-def quality(spec: DetectionSpec) -> tuple[QualityTarget, ...]:
-    return tuple(QualityTarget(metric, value, "higher") for metric, value in spec.targets.items())
 
 
 @cache
@@ -104,7 +94,7 @@ def _retinanet() -> DetectionSpec:
         global_batch_size=256, micro_batch_size=32, learning_rate=hp["opt_base_learning_rate"],
         warmup_factor=hp["opt_learning_rate_warmup_factor"], warmup_epochs=hp["opt_learning_rate_warmup_epochs"],
         warmup_steps=0, decay_steps=(0, 0), eval_every_samples=OPENIMAGES_TRAIN, max_samples=10 * OPENIMAGES_TRAIN,
-        targets={"mAP": 0.340}, target_source="mlperf: Training v3.1 closed ssd rules",
+        **rules_target([("mAP", "higher", 0.340)], f"Training v{MLPERF_ROUND} closed ssd rules"),
         train_images=OPENIMAGES_TRAIN, val_images=OPENIMAGES_VAL)
 
 
@@ -115,17 +105,16 @@ def _maskrcnn() -> DetectionSpec:
     return DetectionSpec(
         name="maskrcnn-r50", benchmark="maskrcnn", shape=shape, dataset="coco", layout="coco", micro_batch_size=8,
         warmup_epochs=0, eval_every_samples=COCO_TRAIN, max_samples=20 * COCO_TRAIN,
-        targets={"BBOX": 0.377, "SEGM": 0.339}, target_source="mlperf: Training v3.1 closed maskrcnn rules",
+        **rules_target([("BBOX", "higher", 0.377), ("SEGM", "higher", 0.339)],
+                       f"Training v{MLPERF_ROUND} closed maskrcnn rules"),
         train_images=COCO_TRAIN, val_images=COCO_VAL, **hp)
 
 
 def _tier(name: str, benchmark: str, shape: DetectorShape, **fields) -> DetectionSpec:
-    recorded = evidence.load(PACKAGE, name)
-    kind = "measured" if evidence.is_measured(recorded) else "estimated"  # no reference runs yet: a guess
-    targets = {metric: evidence.threshold(recorded, metric) for metric in METRICS[benchmark].values()}
+    target = recorded_target(PACKAGE, name, [(metric, "higher") for metric in METRICS[benchmark].values()])
     layout = "openimages" if benchmark == "ssd" else "coco"
     return DetectionSpec(name=name, benchmark=benchmark, shape=shape, dataset="mosaic", layout=layout,
-                         targets=targets, target_source=f"{kind}: {recorded['summary']}", **fields)
+                         **target, **fields)
 
 
 def _small(arch: str, side: int, widths: tuple[int, ...], fpn: int) -> DetectorShape:
@@ -138,7 +127,7 @@ def _small(arch: str, side: int, widths: tuple[int, ...], fpn: int) -> DetectorS
                          objects_per_image=2.0, mask_rois=4.5)
 
 
-def _members() -> dict[str, DetectionSpec]:
+def _members() -> list[DetectionSpec]:
     adam = {"warmup_factor": 1e-3, "warmup_steps": 0, "decay_steps": (0, 0)}
     # Adam at 1e-3 (the full size's rate x 10: no pretrained backbone here); 2e-3 learned slower, 3e-3 not at all
     tiny = _tier("retinanet-tiny", "ssd", _small("retinanet", 64, (16, 32, 64, 128), 32), global_batch_size=16,
@@ -156,19 +145,14 @@ def _members() -> dict[str, DetectionSpec]:
     mask_mini = _tier("maskrcnn-mini", "maskrcnn", _small("maskrcnn", 64, (16, 32, 64, 128), 32), warmup_steps=50,
                       decay_steps=(333, 360), eval_every_samples=1_600, max_samples=6_400, train_images=4_000,
                       val_images=300, **sgd)
-    return {s.name: s for s in (tiny, mini, _retinanet(), mask_tiny, mask_mini, _maskrcnn())}
+    return [tiny, mini, _retinanet(), mask_tiny, mask_mini, _maskrcnn()]
 
 
-MEMBERS: dict[str, DetectionSpec] = _members()
-
-
-def members_of(benchmark: str) -> list[DetectionSpec]:
-    return [s for s in MEMBERS.values() if s.benchmark == benchmark]
+# each benchmark's members apart: one package, two workloads
+MEMBERS: dict[str, MemberSet[DetectionSpec]] = {
+    benchmark: MemberSet(benchmark, PACKAGE, [s for s in _members() if s.benchmark == benchmark])
+    for benchmark in METRICS}
 
 
 def get_member(name: str, benchmark: str) -> DetectionSpec:
-    spec = MEMBERS.get(name)
-    if spec is None or spec.benchmark != benchmark:
-        raise UsageError(f"unknown {benchmark} member {name!r}; choose one of: "
-                         f"{', '.join(s.name for s in members_of(benchmark))}")
-    return spec
+    return MEMBERS[benchmark].member(name)

@@ -5,7 +5,6 @@ torchvision models and COCOeval; each has its own members, optimizer and log key
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,8 +14,9 @@ from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
 from trainclock.distributed.parallelize import ModelParallelism, build_parallelized
 from trainclock.errors import UsageError
-from trainclock.workload.base import EvalSchedule, EvalShard, Member, Progress, RunSettings, TrainJob
-from trainclock.workload.batch_plan import with_batch_settings
+from trainclock.workload.base import EvalSchedule, EvalShard, Progress, RunSettings, TrainJob
+from trainclock.workload.benchmark import BenchmarkWorkload, member_job
+from trainclock.workload.spec_base import division
 from trainclock.workloads.detection.cost import cost_model, train_flops_per_image
 from trainclock.workloads.detection.data import openimages_csv
 from trainclock.workloads.detection.data.layout import Split, load_split, split_files
@@ -26,8 +26,7 @@ from trainclock.workloads.detection.data.sample import write_mosaics, write_offi
 from trainclock.workloads.detection.metric import ground_truth, predict, score
 from trainclock.workloads.detection.model import build_model, load_backbone_weights, parameter_count
 from trainclock.workloads.detection.optim import AdamWarmup, SGDWarmupSteps
-from trainclock.workloads.detection.spec import (METRICS, MLPERF_ROUND, DetectionSpec, get_member, members_of,
-                                                 quality)
+from trainclock.workloads.detection.spec import MEMBERS, METRICS, MLPERF_ROUND, DetectionSpec, get_member
 from trainclock.datasets.image_decode import DeviceJpegDecoder
 
 DATASETS = {"openimages": "the MLPerf OpenImages subset (<folder>/train/labels/openimages-mlperf.json, train/data/, "
@@ -35,22 +34,22 @@ DATASETS = {"openimages": "the MLPerf OpenImages subset (<folder>/train/labels/o
                           "prepare ssd --data FOLDER`)",
             "coco": "COCO 2017 (<folder>/annotations/instances_train2017.json, train2017/, val2017/)"}
 PARALLELISM = ModelParallelism(gpu_memory_format=torch.channels_last)  # data parallel only, as every published entry trains them
+RULES_DATASETS = {"ssd": "openimages", "maskrcnn": "coco"}
 
 
-def check_layout(layout: Layout) -> None:
-    if layout.tp > 1 or layout.pp > 1:
-        raise UsageError("the detection models have no tensor-parallel plan or pipeline cut; run them data "
-                         "parallel (drop --tp/--pp)")
-
-
-class DetectionWorkload:
+class DetectionWorkload(BenchmarkWorkload):
     mlperf_round = MLPERF_ROUND
-    def __init__(self, key: str, title: str, full_size: str) -> None:
-        self.key, self.title, self.full_size = key, title, full_size
+    unit = batch_units = "images"
 
-    def members(self) -> Sequence[Member]:
-        return [Member(s.name, parameter_count(s.shape), quality(s), s.target_source, s.shape.describe(),
-                       unit="images") for s in members_of(self.key)]
+    def __init__(self, key: str, title: str) -> None:
+        self.key, self.title = key, title
+        self.specs = MEMBERS[key]
+
+    def parameter_count(self, spec: DetectionSpec) -> int:
+        return parameter_count(spec.shape)
+
+    def describe(self, spec: DetectionSpec) -> str:
+        return spec.shape.describe()
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
         group.add_argument("--backbone-weights", metavar="PATH",
@@ -59,9 +58,13 @@ class DetectionWorkload:
                            help="decode the JPEGs on the run's device (torchvision.io.decode_jpeg), the host reading "
                                 "bytes only (default: on CUDA devices)")
 
-    def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> DetectionSpec:
-        spec = get_member(member, self.key)
-        check_layout(layout)
+    def configure(self, spec: DetectionSpec, settings: RunSettings, layout: Layout,
+                  device: torch.device) -> DetectionSpec:
+        if settings.extra.get("decode_on_device") is not None:
+            spec = replace(spec, decode_on_device=settings.extra["decode_on_device"])
+        return spec
+
+    def check_run(self, spec: DetectionSpec, settings: RunSettings, layout: Layout, device: torch.device) -> None:
         if spec.full and device.type != "meta":  # refused now, before the run measures the machine
             if settings.data is None:
                 raise UsageError(f"{spec.name} trains on {DATASETS[spec.dataset]}: pass --data FOLDER (it is "
@@ -72,13 +75,9 @@ class DetectionWorkload:
                 raise UsageError(f"{spec.name} starts from ImageNet backbone weights: pass --backbone-weights PATH "
                                  "(a local file; nothing is downloaded)")
             load_backbone_weights(weights)
-        if settings.extra.get("decode_on_device") is not None:
-            spec = replace(spec, decode_on_device=settings.extra["decode_on_device"])
-        return with_batch_settings(spec, settings, layout, "images")
 
     def build_job(self, spec: DetectionSpec, ctx: ParallelContext, device: torch.device, seed: int,
                   settings: RunSettings) -> TrainJob:
-        check_layout(ctx.layout)
         root = ctx.main_first(lambda: data_folder(spec, settings.data))  # one rank generates
         train, val = load_splits(spec, root)
         torch.manual_seed(seed)
@@ -179,21 +178,18 @@ def detection_job(spec: DetectionSpec, model: torch.nn.Module, batch, train: Spl
         return sum(m(micro["images"], micro["targets"]).values())
 
     train_images = len(train.records)
-    return TrainJob(
-        name=spec.name,
+    return member_job(
+        spec,
+        division=division(spec, dataset, RULES_DATASETS[spec.benchmark]),
         benchmark=spec.benchmark,
-        division="closed" if spec.full and dataset == spec.dataset else "open",
         model=model,
         batch=batch,
         loss=loss,
         evaluate=evaluate,
         score=lambda stats: score(ground_truth(val.files.labels), stats.gathered, names),
-        quality=quality(spec),
         # both benchmarks' logs count eval_accuracy's epoch_num in epochs
         progress=Progress(unit="images", units_per_sample=1, log_key="epoch_num", log_in="epochs",
                           samples_per_epoch=train_images),
-        global_batch_size=spec.global_batch_size,
-        micro_batch_size=spec.micro_batch_size,
         flops_per_sample=train_flops_per_image(spec),  # the convolutions and linear layers (cost.py)
         optimizer=optimizer(spec, train_images),
         # the full sizes score COCO on a thread while the next epoch trains, as NVIDIA's v3.1 ssd and

@@ -17,16 +17,12 @@ the full size); the tiers' convergence is read off their reference runs."""
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from trainclock.workload import evidence
-from trainclock.workload.base import QualityTarget
-from trainclock.workload.cost_model import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
+from trainclock.workload.cost_model import SampleFlops
+from trainclock.workload.spec_cost import SpecCost
 from trainclock.workloads.dlrm_dcnv2.sharding import table_plan
-from trainclock.workloads.dlrm_dcnv2.spec import METRIC, MLPERF_ROUND, DlrmSpec, target_evidence
+from trainclock.workloads.dlrm_dcnv2.spec import MEMBERS, MLPERF_ROUND, DlrmSpec
 
 ADAGRAD_STATE_BYTES = 4  # one fp32 sum of squared gradients per parameter
 FP32 = 4
@@ -36,6 +32,7 @@ INDEX_BYTES = 8  # an int64 row id of a sparse gradient
 @dataclass(frozen=True)
 class DlrmCost(SpecCost):
     mlperf_round = MLPERF_ROUND
+    members = MEMBERS
 
     spec: DlrmSpec
 
@@ -140,19 +137,9 @@ class DlrmCost(SpecCost):
     def tp_collectives_per_layer(self) -> int:
         return 0
 
-    def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
-        spec = self.spec
-        if spec.target_source.startswith("mlperf"):
-            return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark, MLPERF_ROUND)
-        runs = target_evidence(spec.name).get("runs") or []
-        if not runs:
-            return None  # a provisional target: nothing measured yet
-        quality = (QualityTarget(METRIC, spec.target_auc, "higher"),)  # the loop's units are samples
-        return evidence.convergence(spec.name, runs, quality, spec.global_batch_size, spec.samples_per_epoch)
+    @property
+    def units_per_progress(self) -> float:
+        return self.spec.samples_per_epoch  # the runs record samples, the rules count epochs
 
     def measured_efficiency(self) -> tuple[float, str] | None:
-        mfus = evidence.mfus(target_evidence(self.spec.name).get("runs")) if self.spec.data == "clicks" else []
-        if not mfus:
-            return None
-        return float(statistics.median(mfus)), f"median MFU of {len(mfus)} {self.spec.name} reference runs"
-
+        return self.own_efficiency()

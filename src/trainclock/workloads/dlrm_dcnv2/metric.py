@@ -5,13 +5,12 @@ torchmetrics AUROC does over gathered predictions. Never a mean of per-rank AUCs
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 from torchmetrics.functional.classification import binary_auroc
 
 from trainclock.workload.base import EvalShard
+from trainclock.workload.evaluation import equal_forwards, evaluating, shard_rows
 from trainclock.workloads.dlrm_dcnv2.data.dataset import CriteoDays
 from trainclock.workloads.dlrm_dcnv2.spec import METRIC
 
@@ -20,14 +19,12 @@ def predictions(model: nn.Module, days: CriteoDays, micro: int, shard: tuple[int
                 device: torch.device) -> EvalShard:
     """This shard's click probabilities and labels. Every shard runs the same number of forwards
     (ranks of a sharded model must meet in each one); a rank out of rows joins with one row it drops."""
-    rank, ranks = shard
     n = len(days.validation)
-    first, last = rank * n // ranks, (rank + 1) * n // ranks
-    forwards = math.ceil(math.ceil(n / ranks) / micro)
+    mine = shard_rows(n, shard)
+    first, last = mine.start, mine.stop
     scores, labels = [], []
-    model.eval()
-    with torch.no_grad():
-        for i in range(forwards):
+    with evaluating(model):
+        for i in range(equal_forwards(n, shard[1], micro)):
             start = first + i * micro
             stop = min(start + micro, last)
             batch = days.validation_rows(start, stop) if stop > start else days.validation_rows(0, 1)
@@ -36,7 +33,6 @@ def predictions(model: nn.Module, days: CriteoDays, micro: int, shard: tuple[int
             if stop > start:
                 scores.append(torch.sigmoid(logits.float()).cpu())
                 labels.append(batch["labels"])
-    model.train()
     return EvalShard(gathered=[(torch.cat(scores) if scores else torch.zeros(0), torch.cat(labels) if labels else torch.zeros(0))])
 
 

@@ -14,11 +14,11 @@ come from reference runs whose evidence sits in targets/.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import cache
 
 from trainclock.errors import UsageError
 from trainclock.workload import evidence
-from trainclock.workload.cost_model import rules_rcp_table
+from trainclock.workload.cost_model import rcp_hyperparameters as rules_hyperparameters
+from trainclock.workload.spec_base import MemberSet, MemberSpec, recorded_target, rules_target
 
 MLPERF_ROUND = "3.1"  # the MLPerf Training round whose closed rules and reference points this benchmark follows
 
@@ -70,18 +70,13 @@ class DlrmShape:
 
 
 @dataclass(frozen=True)
-class DlrmSpec:
-    name: str
+class DlrmSpec(MemberSpec):
     shape: DlrmShape
     data: str  # "criteo" (official files, --data) or "clicks" (a tier's generated log)
-    global_batch_size: int
-    micro_batch_size: int
     learning_rate: float
     eval_every_samples: int
     eval_samples: int  # the rules' count, as logged (criteo) / the tier's eval rows
     samples_per_epoch: int  # one pass over the training days
-    target_auc: float
-    target_source: str
     max_samples: int  # one epoch, in whole batches: the benchmark's limit
     # CPU tiers: the generated click log
     train_days: int = 23
@@ -110,18 +105,9 @@ def eval_every(samples_per_epoch: int, global_batch_size: int) -> int:
     return max(1, samples_per_epoch // (global_batch_size * 20)) * global_batch_size
 
 
-@cache
-def _rcps() -> dict[int, dict]:
-    """The rules' own table of reference hyperparameters, by global batch size."""
-    return {entry["BS"]: entry["Hyperparams"] for entry in rules_rcp_table("dlrm_dcnv2", MLPERF_ROUND)}
-
-
 def rcp_learning_rate(global_batch_size: int) -> float:
-    table = _rcps()
-    if global_batch_size not in table:
-        raise UsageError(f"dlrm_dcnv2 has reference hyperparameters (RCPs) only at global batch sizes "
-                         f"{', '.join(map(str, sorted(table)))}; pick one with --gbs")
-    return float(table[global_batch_size]["opt_base_learning_rate"])
+    hp = rules_hyperparameters("dlrm_dcnv2", MLPERF_ROUND, global_batch_size, "dlrm_dcnv2")
+    return float(hp["opt_base_learning_rate"])
 
 
 def criteo_shape() -> DlrmShape:
@@ -134,9 +120,14 @@ def _criteo() -> DlrmSpec:
     return DlrmSpec(name="dlrm-criteo1tb", shape=criteo_shape(), data="criteo", global_batch_size=gbs,
                     micro_batch_size=gbs, learning_rate=rcp_learning_rate(gbs),
                     eval_every_samples=eval_every(CRITEO_TRAIN_SAMPLES, gbs), eval_samples=CRITEO_EVAL_SAMPLES,
-                    samples_per_epoch=CRITEO_TRAIN_SAMPLES, target_auc=0.80275,
-                    target_source="mlperf: Training v3.1 closed dlrm_dcnv2 rules",
+                    samples_per_epoch=CRITEO_TRAIN_SAMPLES,
+                    **rules_target([(METRIC, "higher", 0.80275)], f"Training v{MLPERF_ROUND} closed dlrm_dcnv2 rules"),
                     max_samples=CRITEO_TRAIN_SAMPLES // gbs * gbs, train_days=CRITEO_DAYS - 1)
+
+
+def target_evidence(name: str) -> dict:
+    """The recorded reference runs that fixed a CPU tier's target (targets/<name>.json)."""
+    return evidence.load(__package__, name)
 
 
 def tier_shape(row_cap: int, dim: int, bottom: tuple[int, ...], top: tuple[int, ...], rank: int) -> DlrmShape:
@@ -147,39 +138,28 @@ def tier_shape(row_cap: int, dim: int, bottom: tuple[int, ...], top: tuple[int, 
                      dim=dim, bottom=bottom, top=top, cross_layers=3, cross_rank=rank)
 
 
-@cache
-def target_evidence(name: str) -> dict:
-    """The recorded reference runs that fixed a CPU tier's target (targets/<name>.json)."""
-    return evidence.load("trainclock.workloads.dlrm_dcnv2", name)
-
-
 def _tier(name: str, shape: DlrmShape, *, gbs: int, lr: float, train_days: int, rows_per_day: int,
           eval_day_rows: int) -> DlrmSpec:
+    target = recorded_target(__package__, name, [(METRIC, "higher")])
     found = target_evidence(name)
-    kind = "measured" if evidence.is_measured(found) else "estimated"  # no reference runs: a provisional guess
+    if "best_achievable_auc" in found:
+        target["target_note"] += f"; best achievable AUC {found['best_achievable_auc']}"
     epoch = train_days * rows_per_day
-    best = f"; best achievable AUC {found['best_achievable_auc']}" if "best_achievable_auc" in found else ""
     return DlrmSpec(name=name, shape=shape, data="clicks", global_batch_size=gbs, micro_batch_size=gbs,
                     learning_rate=lr, eval_every_samples=eval_every(epoch, gbs),
                     eval_samples=(eval_day_rows + 1) // 2, samples_per_epoch=epoch,
-                    target_auc=evidence.threshold(found, METRIC), target_source=f"{kind}: {found['summary']}{best}",
+                    **target,
                     max_samples=epoch // gbs * gbs, train_days=train_days, rows_per_day=rows_per_day,
                     eval_day_rows=eval_day_rows)
 
 
-def _members() -> dict[str, DlrmSpec]:
+def _members() -> list[DlrmSpec]:
     tiny = _tier("dlrm-tiny", tier_shape(400, 16, (64, 32, 16), (128, 64, 1), 32),
                  gbs=512, lr=0.02, train_days=3, rows_per_day=40_960, eval_day_rows=40_000)
     mini = _tier("dlrm-mini", tier_shape(4_000, 32, (128, 64, 32), (256, 128, 64, 1), 64),
                  gbs=1024, lr=0.01, train_days=6, rows_per_day=65_536, eval_day_rows=100_000)
-    return {s.name: s for s in (tiny, mini, _criteo())}
+    return [tiny, mini, _criteo()]
 
 
-MEMBERS: dict[str, DlrmSpec] = _members()
-
-
-def get_member(name: str) -> DlrmSpec:
-    try:
-        return MEMBERS[name]
-    except KeyError:
-        raise UsageError(f"unknown DLRM-DCNv2 member {name!r}; choose one of: {', '.join(MEMBERS)}") from None
+MEMBERS: MemberSet[DlrmSpec] = MemberSet("DLRM-DCNv2", __package__, _members())
+get_member = MEMBERS.member

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,35 +20,35 @@ from trainclock.distributed.parallelize import Materialize, ModelParallelism, pa
 from trainclock.errors import ResourceError, UsageError
 from trainclock.optim.adagrad import Adagrad
 from trainclock.workloads.dlrm_dcnv2.sharding import SHARDINGS, embedding_sharding, table_plan
-from trainclock.workload.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
-from trainclock.workload.batch_plan import with_batch_settings
+from trainclock.workload.base import EvalSchedule, EvalShard, Progress, RunSettings, TrainJob
+from trainclock.workload.benchmark import BenchmarkWorkload, member_job
+from trainclock.workload.spec_base import division
 from trainclock.workloads.dlrm_dcnv2.data.dataset import CriteoDays, open_days
 from trainclock.workloads.dlrm_dcnv2.metric import predictions, score
-from trainclock.workloads.dlrm_dcnv2.spec import (ADAGRAD_EPS, DENSE_FEATURES, MEMBERS, METRIC, MLPERF_ROUND, DlrmSpec,
-                                                  get_member)
+from trainclock.workloads.dlrm_dcnv2.spec import ADAGRAD_EPS, DENSE_FEATURES, MEMBERS, MLPERF_ROUND, DlrmSpec, get_member
 
 EVAL_MICRO_BATCH = 8192
 # the MLPs and cross layers data parallel (DDP); the tables either replicated with them
 # (--embedding-sharding none) or sharded over the ranks (sharding.py chooses, embeddings.py does it)
 PARALLELISM = ModelParallelism()
+RULES_DATASET = "criteo_1tb_multihot"
 
 
-def quality(spec: DlrmSpec) -> tuple[QualityTarget, ...]:
-    return (QualityTarget(METRIC, spec.target_auc, "higher"),)
-
-
-class DlrmWorkload:
+class DlrmWorkload(BenchmarkWorkload):
     key = "dlrm_dcnv2"
     mlperf_round = MLPERF_ROUND
     title = "DLRM-DCNv2"
-    full_size = "dlrm-criteo1tb"
+    specs = MEMBERS
+    needs_data = ("dlrm-criteo1tb trains on Criteo 1TB multi-hot: pass --data FOLDER holding day_0 .. day_23 "
+                  "_dense.npy, _labels.npy and _sparse_multi_hot.npz")
 
-    def members(self) -> Sequence[Member]:
-        return [Member(s.name, s.shape.parameter_count(), quality(s), s.target_source,
-                       f"26 tables of dim {s.shape.dim} ({sum(s.shape.rows):,} rows), {s.shape.cross_layers} "
-                       f"cross layers rank {s.shape.cross_rank}, top {'-'.join(map(str, s.shape.top))}",
-                       unit="samples")
-                for s in MEMBERS.values()]
+    def parameter_count(self, spec: DlrmSpec) -> int:
+        return spec.shape.parameter_count()
+
+    def describe(self, spec: DlrmSpec) -> str:
+        s = spec.shape
+        return (f"26 tables of dim {s.dim} ({sum(s.rows):,} rows), {s.cross_layers} cross layers rank {s.cross_rank}, "
+                f"top {'-'.join(map(str, s.top))}")
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
         group.add_argument("--embedding-sharding", choices=SHARDINGS, default=None,
@@ -59,21 +58,14 @@ class DlrmWorkload:
                                 "all processes (row), or a full copy on each (none); default auto under --nproc 2 "
                                 "or more, none on one process")
 
-    def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> DlrmSpec:
-        spec = get_member(member)
-        if layout.tp > 1 or layout.pp > 1:
-            raise UsageError("DLRM-DCNv2 has no tensor-parallel plan or pipeline cut; run it data parallel (drop --tp/--pp)")
-        full = spec.data == "criteo" and device.type != "meta"  # a dry run (on meta) reads no data, sizes itself
-        if full:  # refused now, before the run measures and imports for a minute
-            if settings.data is None:
-                raise UsageError("dlrm-criteo1tb trains on Criteo 1TB multi-hot: pass --data FOLDER holding "
-                                 "day_0 .. day_23 _dense.npy, _labels.npy and _sparse_multi_hot.npz")
-        spec = replace(spec, embedding_sharding=embedding_sharding(settings.extra.get("embedding_sharding"), layout,
+    def configure(self, spec: DlrmSpec, settings: RunSettings, layout: Layout, device: torch.device) -> DlrmSpec:
+        return replace(spec, embedding_sharding=embedding_sharding(settings.extra.get("embedding_sharding"), layout,
                                                                    len(spec.shape.rows)))
-        spec = with_batch_settings(spec, settings, layout, "samples")
-        if full:  # at the run's batch: the plan copies the tables with no more rows than a rank's samples
-            check_fits(spec, device, layout.dp)
-        return spec
+
+    def check_run(self, spec: DlrmSpec, settings: RunSettings, layout: Layout, device: torch.device) -> None:
+        super().check_run(spec, settings, layout, device)
+        if spec.data == "criteo" and device.type != "meta":  # a dry run (on meta) sizes itself
+            check_fits(spec, device, layout.dp)  # at the run's batch: tables of no more rows than a rank's samples are copied
 
     def build_job(self, spec: DlrmSpec, ctx: ParallelContext, device: torch.device, seed: int,
                   settings: RunSettings) -> TrainJob:
@@ -211,27 +203,23 @@ def loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor
 
 def dlrm_job(spec: DlrmSpec, model: torch.nn.Module, batch, evaluate, dataset: str, days: CriteoDays,
              ranks: int) -> TrainJob:
-    closed = spec.name == "dlrm-criteo1tb" and dataset == "criteo_1tb_multihot"
-    return TrainJob(
-        name=spec.name,
-        benchmark=spec.mlperf_benchmark,
-        division="closed" if closed else "open",
+    run_division = division(spec, dataset, RULES_DATASET)
+    return member_job(
+        spec,
+        division=run_division,
         model=model,
         batch=batch,
         loss=loss,
         evaluate=evaluate,
         score=score,
-        quality=quality(spec),
         # MLPerf dlrm_dcnv2 logs progress as the fraction of the epoch under epoch_num
         progress=Progress(unit="samples", units_per_sample=1, log_key="epoch_num", log_in="epochs",
                           samples_per_epoch=spec.samples_per_epoch),
-        global_batch_size=spec.global_batch_size,
-        micro_batch_size=spec.micro_batch_size,
         flops_per_sample=spec.shape.flops_per_sample(),
         optimizer=Adagrad(spec.learning_rate, eps=ADAGRAD_EPS),  # as DlrmWorkload.optimizer
         eval_schedule=EvalSchedule(every=spec.eval_every_samples),
         # the rules' count for the full size (the first half of day 23); what was read is logged beside it
-        eval_samples=spec.eval_samples if closed or spec.data == "criteo" else len(days.validation),
+        eval_samples=spec.eval_samples if run_division == "closed" or spec.data == "criteo" else len(days.validation),
         max_samples=min(spec.max_samples, days.blocks(spec.global_batch_size) * spec.global_batch_size),
         log_keys=log_keys(spec, dataset, days, ranks),
     )

@@ -10,44 +10,26 @@ first reached the target, at the spec's batch size."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 
-from trainclock.workload import evidence
-from trainclock.workload.base import QualityTarget
-from trainclock.workload.cost_model import (ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence,
-                                      transformer_layer_activation_bytes)
-from trainclock.workloads.gpt3.spec import MEMBERS, METRIC, MLPERF_ROUND, GPT3Spec, get_member, target_evidence
+from trainclock.workload.cost_model import SampleFlops, WorkloadCost, transformer_layer_activation_bytes
+from trainclock.workload.spec_cost import LayerStackCost
+from trainclock.workloads.gpt3.spec import MEMBERS, MLPERF_ROUND, GPT3Spec, get_member, target_evidence
 
 LOGIT_BYTES = 4 * 2  # fp32 logits and their gradient, per vocabulary entry and token
 ADAM_STATE_BYTES = 8  # two fp32 moments per parameter
 
 
 @dataclass(frozen=True)
-class GPT3Cost(SpecCost):
+class GPT3Cost(LayerStackCost):
+    """Beside the layers: token and position embeddings and the final LayerNorm. Both pipeline ends
+    hold the tied embedding (the first to look tokens up, the last for the logits)."""
+
     mlperf_round = MLPERF_ROUND
+    members = MEMBERS
 
     spec: GPT3Spec
-
-    @cached_property
-    def parameter_count(self) -> int:
-        return self.spec.shape.parameter_count()
-
-    @property
-    def layers(self) -> int:
-        return self.spec.shape.n_layer
-
-    @cached_property
-    def other_parameters(self) -> int:
-        """Token and position embeddings and the final LayerNorm: what is left with no layers.
-        Both pipeline ends hold the tied embedding (the first to look tokens up, the last for the logits)."""
-        return replace(self.spec.shape, n_layer=0).parameter_count()
-
-    @cached_property
-    def layer_parameters(self) -> float:
-        return (self.parameter_count - self.other_parameters) / self.layers
 
     @property
     def tensor_parallel_units(self) -> int:
@@ -96,31 +78,12 @@ class GPT3Cost(SpecCost):
     def output_bytes(self, micro_batch: int, tp: int) -> float:
         return micro_batch * self.spec.seq_len * self.spec.shape.vocab_size * LOGIT_BYTES / tp
 
-    def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
-        spec = self.spec
-        if spec.target_source.startswith("mlperf"):
-            return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark, MLPERF_ROUND)
-        runs = _reference_runs(spec)
-        if not runs:
-            return None  # an estimated target: nothing measured yet
-        quality = (QualityTarget(METRIC, spec.target_log_perplexity, "lower"),)
-        return evidence.convergence(spec.name, runs, quality, spec.global_batch_size)
-
-    def measured_efficiency(self) -> tuple[float, str] | None:
-        """The median MFU of trainclock's recorded runs of this member (measured against the same
-        matmul peak the planner measures for this-cpu): verification runs first, then reference
-        runs, then the reference runs of every measured member: efficiency depends on the model's size."""
-        measured = [s.name for s in MEMBERS.values() if s.target_source.startswith("measured")]
-        return evidence.efficiency(self.name, {name: target_evidence(name) for name in measured})
+    def target_evidence(self, name: str) -> dict:
+        # through this module's name, which the planner's tests replace with made-up runs
+        return target_evidence(name)
 
 
 def cost_model(member: str) -> WorkloadCost:
     """The cost model of a GPT-3 member (names as get_member takes them); UsageError if unknown."""
     return GPT3Cost(get_member(member))
 
-
-def _reference_runs(spec: GPT3Spec) -> list | None:
-    if not spec.target_source.startswith("measured"):
-        return None
-    recorded = target_evidence(spec.name)
-    return recorded.get("runs") if isinstance(recorded, dict) else None

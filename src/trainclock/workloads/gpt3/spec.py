@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from trainclock.errors import UsageError
-from trainclock.workload import evidence
+from trainclock.workload.base import QualityTarget, TargetSource
+from trainclock.workload.spec_base import MemberSet, MemberSpec, recorded_target, rules_target
 from trainclock.workloads.gpt3.model import GPTShape
 
 MLPERF_ROUND = "3.1"  # the MLPerf Training round whose closed rules and reference points this benchmark follows
@@ -24,20 +25,15 @@ MLPERF_REFERENCE_BATCH = 1536  # sequences; MLPerf scales warmup/decay/checkpoin
 
 
 @dataclass(frozen=True)
-class GPT3Spec:
-    name: str
+class GPT3Spec(MemberSpec):
     shape: GPTShape
     corpus: str  # default data source, see data.py
-    global_batch_size: int  # sequences per optimizer step
-    micro_batch_size: int  # sequences per forward/backward on one process (default)
     learning_rate: float
     end_learning_rate: float
     warmup_steps: int
     decay_steps: int
     eval_every_samples: int  # sequences between evaluations
     eval_sequences: int  # size of the fixed validation set, in sequences
-    target_log_perplexity: float
-    target_source: str  # where the target comes from: "mlperf", "measured: ...", "estimated: ..."
     max_samples: int  # the run stops as aborted after this many training sequences
     adam_beta1: float = 0.9
     adam_beta2: float = 0.95
@@ -47,6 +43,11 @@ class GPT3Spec:
     init_checkpoint_step: int = 0  # MLPerf gpt3 starts from a checkpoint at this step
     mlperf_benchmark: str = "gpt3"
     fp8: bool = False  # the blocks' matmuls in FP8 through torchao (--fp8, fp8.py); bf16 by default
+
+    @property
+    def target_log_perplexity(self) -> float:
+        """The target's threshold (the planner's and the run tests' name for it)."""
+        return self.targets[METRIC]
 
     @property
     def seq_len(self) -> int:
@@ -98,9 +99,10 @@ def _paper_member(name: str, n_layer: int, d_model: int, n_head: int, batch_mtok
         decay_steps=round(260e9 / (gbs * 2048)),
         eval_every_samples=24576,
         eval_sequences=5659,  # MLPerf's C4 validation subset: 11,590,004 tokens / 2048
-        target_log_perplexity=_estimated_target(shape),
-        target_source="estimated: Chinchilla parametric law (Hoffmann et al. 2022, A=406.4, "
-        "alpha=0.34) anchored at the MLPerf 175B target 2.69; not yet measured",
+        quality=(QualityTarget(METRIC, _estimated_target(shape), "lower"),),
+        target_source=TargetSource.ESTIMATED,
+        target_note="Chinchilla parametric law (Hoffmann et al. 2022, A=406.4, alpha=0.34) anchored at the "
+        "MLPerf 175B target 2.69; not yet measured",
         max_samples=round(300e9 / 2048),
     )
 
@@ -124,31 +126,18 @@ def _gpt3_175b() -> GPT3Spec:
         decay_steps=108600,
         eval_every_samples=24576,
         eval_sequences=5659,
-        target_log_perplexity=2.69,
-        target_source="mlperf: Training v3.0/v3.1 closed gpt3 rules",
+        **rules_target([(METRIC, "lower", 2.69)], "Training v3.0/v3.1 closed gpt3 rules"),
         max_samples=1_200_000,  # about 2.5x the reference convergence point at batch 1536
         init_checkpoint_step=4000,
     )
 
 
 def _cpu_member(name: str, shape: GPTShape, **hyper) -> GPT3Spec:
-    recorded = target_evidence(name)
-    return GPT3Spec(
-        name=name,
-        shape=shape,
-        corpus="shakespeare",
-        target_log_perplexity=evidence.threshold(recorded, METRIC, "target_log_perplexity"),
-        target_source=f"measured: {recorded['summary']}",
-        **hyper,
-    )
+    target = recorded_target(__package__, name, [(METRIC, "lower")], legacy_key="target_log_perplexity")
+    return GPT3Spec(name=name, shape=shape, corpus="shakespeare", **target, **hyper)
 
 
-def target_evidence(name: str) -> dict:
-    """The recorded reference runs that fixed a CPU member's target (targets/<name>.json)."""
-    return evidence.load("trainclock.workloads.gpt3", name)
-
-
-def _members() -> dict[str, GPT3Spec]:
+def _members() -> list[GPT3Spec]:
     cpu = [
         _cpu_member(
             "gpt3-tiny",
@@ -189,14 +178,9 @@ def _members() -> dict[str, GPT3Spec]:
         # The paper prints d_model 5140 for 13B, but also 40 heads of 128 = 5120: 5120 is the real width.
         _paper_member("gpt3-13b", 40, 5120, 40, 2, 1.0e-4),
     ]
-    return {s.name: s for s in [*cpu, *paper, _gpt3_175b()]}
+    return [*cpu, *paper, _gpt3_175b()]
 
 
-MEMBERS: dict[str, GPT3Spec] = _members()
-
-
-def get_member(name: str) -> GPT3Spec:
-    try:
-        return MEMBERS[name]
-    except KeyError:
-        raise UsageError(f"unknown GPT-3 member {name!r}; choose one of: {', '.join(MEMBERS)}") from None
+MEMBERS: MemberSet[GPT3Spec] = MemberSet("GPT-3", __package__, _members())
+get_member = MEMBERS.member
+target_evidence = MEMBERS.evidence

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import argparse
 import functools
-import math
 import re
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,8 +18,10 @@ from trainclock.distributed.parallelize import Materialize, builds_on_meta
 from trainclock.errors import ResourceError, UsageError
 from trainclock.optim.adamw import AdamW
 from trainclock.optim.schedules import WarmupCosine
-from trainclock.workload.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
-from trainclock.workload.batch_plan import with_batch_settings
+from trainclock.workload.base import EvalSchedule, EvalShard, Progress, RunSettings, TrainJob
+from trainclock.workload.benchmark import BenchmarkWorkload, member_job
+from trainclock.workload.evaluation import equal_forwards, evaluating, shard_rows
+from trainclock.workload.spec_base import division
 from trainclock.workloads.gpt3.data.batches import train_batch, validation_set
 from trainclock.workloads.gpt3.data.prepare import prepare
 from trainclock.workloads.gpt3.data.sources import parse_source
@@ -32,22 +32,24 @@ from trainclock.workloads.gpt3.parallelize import check_layout, parallelize_gpt
 from trainclock.workloads.gpt3.pipeline import PipelinedGPT
 from trainclock.workloads.gpt3.spec import MEMBERS, METRIC, MLPERF_ROUND, GPT3Spec, get_member
 
-
-def quality(spec: GPT3Spec) -> tuple[QualityTarget, ...]:
-    return (QualityTarget(METRIC, spec.target_log_perplexity, "lower"),)
+RULES_DATASET = "c4"
 
 
-class GPT3Workload:
+class GPT3Workload(BenchmarkWorkload):
     key = "gpt3"
     mlperf_round = MLPERF_ROUND
     title = "GPT-3"
-    full_size = "gpt3-175b"
+    specs = MEMBERS
+    unit = "tokens"
+    batch_units = "sequences"
+    model_parallel = True
 
-    def members(self) -> Sequence[Member]:
-        return [Member(s.name, s.shape.parameter_count(), quality(s), s.target_source,
-                       f"{s.shape.n_layer} layers, d_model {s.shape.d_model}, {s.shape.n_head} heads, context {s.seq_len}",
-                       unit="tokens")
-                for s in MEMBERS.values()]
+    def parameter_count(self, spec: GPT3Spec) -> int:
+        return spec.shape.parameter_count()
+
+    def describe(self, spec: GPT3Spec) -> str:
+        s = spec.shape
+        return f"{s.n_layer} layers, d_model {s.d_model}, {s.n_head} heads, context {spec.seq_len}"
 
     resumed_flags = ("fp8",)  # a resume keeps the run's matmul precision
 
@@ -56,15 +58,17 @@ class GPT3Workload:
                            help=f"the transformer blocks' matmuls in FP8 (torchao float8 training, {FP8_RECIPE} "
                                 "scaling; needs an FP8 GPU: compute capability 8.9+, e.g. H100); default bf16")
 
-    def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> GPT3Spec:
-        spec = get_member(member)
-        check_layout(spec.shape, layout)
+    def configure(self, spec: GPT3Spec, settings: RunSettings, layout: Layout, device: torch.device) -> GPT3Spec:
         if settings.extra.get("fp8"):
             check_fp8(device)  # refused now, before the run measures and imports for a minute
             spec = replace(spec, fp8=True)
-        spec = with_batch_settings(spec, settings, layout, "sequences")
-        check_fits(spec, device, shards=layout.world_size if layout.fsdp else layout.tp * layout.pp)
         return spec
+
+    def check_layout(self, spec: GPT3Spec, layout: Layout) -> None:
+        check_layout(spec.shape, layout)
+
+    def check_run(self, spec: GPT3Spec, settings: RunSettings, layout: Layout, device: torch.device) -> None:
+        check_fits(spec, device, shards=layout.world_size if layout.fsdp else layout.tp * layout.pp)
 
     def build_job(self, spec: GPT3Spec, ctx: ParallelContext, device: torch.device, seed: int,
                   settings: RunSettings) -> TrainJob:
@@ -143,14 +147,11 @@ def build_job(spec: GPT3Spec, data: str | None, seed: int, ctx: ParallelContext,
     def evaluate(m: torch.nn.Module, autocast, shard: tuple[int, int]) -> EvalShard:
         """Summed next-token cross-entropy (nats) over this shard of the fixed validation set.
         Every shard runs the same number of forwards (FSDP ranks must meet in each one)."""
-        rank, ranks = shard
-        rows = range(rank * n_eval // ranks, (rank + 1) * n_eval // ranks)
+        rows = shard_rows(n_eval, shard)
         micro = spec.micro_batch_size
-        forwards = math.ceil(math.ceil(n_eval / ranks) / micro)
-        m.eval()
         total = torch.zeros((), dtype=torch.float64, device=device)
-        with torch.no_grad():
-            for i in range(forwards):
+        with evaluating(m):
+            for i in range(equal_forwards(n_eval, shard[1], micro)):
                 idx = list(rows[i * micro : (i + 1) * micro])
                 weight = len(idx)
                 idx = idx or [0]  # a rank out of rows still joins the forward, weighted 0
@@ -158,7 +159,6 @@ def build_job(spec: GPT3Spec, data: str | None, seed: int, ctx: ParallelContext,
                 with autocast():
                     loss = m.pipeline_eval(x, y) if isinstance(m, PipelinedGPT) else m(x, y)
                 total += loss.double() * weight
-        m.train()
         return EvalShard(sums={"nll": total.cpu(), "sequences": torch.tensor(float(len(rows)), dtype=torch.float64)})
 
     def score(stats: EvalShard) -> dict[str, float]:
@@ -188,20 +188,16 @@ def build_model(spec: GPT3Spec, ctx: ParallelContext, device: torch.device, comp
 def gpt3_job(spec: GPT3Spec, model: torch.nn.Module, batch, evaluate, score, dataset: str,
              eval_sequences: int) -> TrainJob:
     """The job around a built model; tests build one with a stand-in model to write logs."""
-    return TrainJob(
-        name=spec.name,
-        benchmark=spec.mlperf_benchmark,
-        division="closed" if spec.name == "gpt3-175b" and dataset == "c4" else "open",
+    return member_job(
+        spec,
+        division=division(spec, dataset, RULES_DATASET),
         model=model,
         batch=batch,
         loss=lambda m, b: m(*b),
         evaluate=evaluate,
         score=score,
-        quality=quality(spec),
         # MLPerf gpt3 counts progress (epoch_num, train_samples) in tokens
         progress=Progress(unit="tokens", units_per_sample=spec.seq_len, log_key="epoch_num", log_in="units"),
-        global_batch_size=spec.global_batch_size,
-        micro_batch_size=spec.micro_batch_size,
         flops_per_sample=spec.shape.flops_per_token(spec.seq_len) * spec.seq_len,
         optimizer=optimizer(spec),
         eval_schedule=EvalSchedule(every=spec.eval_every_samples),

@@ -20,16 +20,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainclock.workload import evidence
-from trainclock.workload.cost_model import (ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rules_rcp_table,
-                                       transformer_layer_activation_bytes)
-from trainclock.workloads.llama2_70b_lora.spec import BENCHMARK, MEMBERS, MLPERF_ROUND, LoraSpec, get_member, quality
+from trainclock.workload.cost_model import (ConvergencePoints, SampleFlops, WorkloadCost, rules_rcp_table,
+                                            transformer_layer_activation_bytes)
+from trainclock.workload.spec_cost import SpecCost
+from trainclock.workloads.llama2_70b_lora.spec import BENCHMARK, MEMBERS, MLPERF_ROUND, LoraSpec, get_member
 
 ADAM_STATE_BYTES = 8  # two fp32 moments per trained parameter
 
 
 @dataclass(frozen=True)
 class LoraCost(SpecCost):
+    mlperf_round = MLPERF_ROUND
+    members = MEMBERS
+
     spec: LoraSpec
 
     @property
@@ -89,22 +92,11 @@ class LoraCost(SpecCost):
     def output_bytes(self, micro_batch: int, tp: int) -> float:
         return micro_batch * self.spec.seq_len * self.spec.shape.vocab_size * 4 * 2 / tp  # fp32 logits and gradient
 
-    def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
-        spec = self.spec
-        if spec.data == "scrolls":
-            # the round's own table: its unit is "samples to converge", not the older rounds' epochs
-            table = rules_rcp_table(BENCHMARK, MLPERF_ROUND)
-            points = sorted((int(e["BS"]), statistics.fmean(e["samples to converge"])) for e in table)
-            return ConvergencePoints(tuple(points), f"MLPerf RCPs training_{MLPERF_ROUND}.0")
-        recorded = evidence.load("trainclock.workloads.llama2_70b_lora", spec.name)
-        if not evidence.is_measured(recorded):
-            return None
-        return evidence.convergence(spec.name, recorded["runs"], quality(spec), spec.global_batch_size)
-
-    def measured_efficiency(self) -> tuple[float, str] | None:
-        recorded = {s.name: evidence.load("trainclock.workloads.llama2_70b_lora", s.name)
-                    for s in MEMBERS.values() if s.target_source.startswith("measured")}
-        return evidence.efficiency(self.name, recorded)
+    def rules_convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints:
+        # the round's own table, as the rules package ships it: its unit is "samples to converge"
+        table = rules_rcp_table(BENCHMARK, MLPERF_ROUND)
+        points = sorted((int(e["BS"]), statistics.fmean(e["samples to converge"])) for e in table)
+        return ConvergencePoints(tuple(points), f"MLPerf RCPs training_{MLPERF_ROUND}.0")
 
 
 def cost_model(member: str) -> WorkloadCost:

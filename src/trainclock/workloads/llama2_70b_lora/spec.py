@@ -29,9 +29,8 @@ import math
 from dataclasses import dataclass, replace
 
 from trainclock.errors import UsageError
-from trainclock.workload import evidence
-from trainclock.workload.base import QualityTarget
 from trainclock.workload.cost_model import rules_rcp_table
+from trainclock.workload.spec_base import MemberSet, MemberSpec, recorded_target, rules_target
 from trainclock.workloads.llama2_70b_lora.lora import LoraConfig, lora_parameter_count
 from trainclock.workloads.llama2_70b_lora.model import LlamaShape
 
@@ -48,21 +47,16 @@ EVAL_EVERY_SEQUENCES = 384  # [rules]
 
 
 @dataclass(frozen=True)
-class LoraSpec:
-    name: str
+class LoraSpec(MemberSpec):
     shape: LlamaShape
     lora: LoraConfig
     data: str  # "scrolls" (the official parquet, --data) or "shakespeare" (the CPU tiers' offline task)
-    global_batch_size: int  # sequences per optimizer step
-    micro_batch_size: int
     learning_rate: float
     training_steps: int  # the cosine schedule reaches 0 here (opt_learning_rate_training_steps, max_steps)
     warmup_steps: int
     eval_every_samples: int
     eval_first_samples: int  # the first evaluation counted: the rules skip the early ones
     eval_sequences: int  # the fixed validation set
-    target_eval_loss: float
-    target_source: str
     max_samples: int  # the run stops as aborted here: training_steps x GBS, as the reference's max_steps
     weight_decay: float = 1e-4  # [rules] fixed
     gradient_clip_norm: float = 0.3  # [rules] fixed
@@ -109,10 +103,6 @@ class LoraSpec:
                        max_samples=rcp["max_steps"] * global_batch_size)
 
 
-def quality(spec: LoraSpec) -> tuple[QualityTarget, ...]:
-    return (QualityTarget(METRIC, spec.target_eval_loss, "lower"),)
-
-
 def mlperf_eval_cadence(global_batch_size: int) -> tuple[int, int]:
     """(every, first) in samples [rules]: every 384 sequences (rounded up to whole steps), the first
     FLOOR(0.125*GBS + 2) evaluations skipped."""
@@ -144,23 +134,20 @@ def _full_size() -> LoraSpec:
         eval_every_samples=every,
         eval_first_samples=first,
         eval_sequences=173,  # [data]
-        target_eval_loss=0.925,  # [rules], [checker]
-        target_source=f"mlperf: Training v{MLPERF_ROUND} closed llama2_70b_lora rules",
+        **rules_target([(METRIC, "lower", 0.925)], f"Training v{MLPERF_ROUND} closed llama2_70b_lora rules"),  # [checker]
         max_samples=1024 * gbs,
     )
 
 
 def _cpu_member(name: str, **fields) -> LoraSpec:
-    recorded = target_evidence(name)
-    return LoraSpec(name=name, data="shakespeare", target_eval_loss=evidence.threshold(recorded, METRIC),
-                    target_source=f"measured: {recorded['summary']}", **fields)
+    return LoraSpec(name=name, data="shakespeare", **recorded_target(__package__, name, [(METRIC, "lower")]), **fields)
 
 
 # the CPU tiers: a byte-level Llama (256 bytes + end of text), pretrained on the plays, then adapted
 BYTE_VOCAB = 257
 
 
-def _members() -> dict[str, LoraSpec]:
+def _members() -> list[LoraSpec]:
     tiny = _cpu_member(
         "llama2_70b_lora-tiny",
         shape=LlamaShape(n_layer=3, d_model=96, n_head=4, n_kv_head=2, d_ffn=256, vocab_size=BYTE_VOCAB, context=256),
@@ -178,19 +165,8 @@ def _members() -> dict[str, LoraSpec]:
         pretrain_batch=8,
         pretrain_learning_rate=3e-3,
     )
-    return {s.name: s for s in (tiny, _full_size())}
+    return [tiny, _full_size()]
 
 
-def target_evidence(name: str) -> dict:
-    """The recorded reference runs that fixed a CPU member's target (targets/<name>.json)."""
-    return evidence.load("trainclock.workloads.llama2_70b_lora", name)
-
-
-MEMBERS: dict[str, LoraSpec] = _members()
-
-
-def get_member(name: str) -> LoraSpec:
-    try:
-        return MEMBERS[name]
-    except KeyError:
-        raise UsageError(f"unknown llama2_70b_lora member {name!r}; choose one of: {', '.join(MEMBERS)}") from None
+MEMBERS: MemberSet[LoraSpec] = MemberSet(BENCHMARK, __package__, _members())
+get_member = MEMBERS.member

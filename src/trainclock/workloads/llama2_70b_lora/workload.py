@@ -5,8 +5,6 @@ loss, AdamW with cosine decay, the benchmark's log keys)."""
 from __future__ import annotations
 
 import argparse
-import math
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +16,10 @@ from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
 from trainclock.distributed.parallelize import Materialize, ModelParallelism, parallelize
 from trainclock.errors import UsageError
-from trainclock.workload.base import EvalSchedule, EvalShard, Member, Progress, RunSettings, TrainJob
-from trainclock.workload.batch_plan import with_batch_settings
+from trainclock.workload.base import EvalSchedule, EvalShard, Progress, RunSettings, TrainJob
+from trainclock.workload.benchmark import BenchmarkWorkload, member_job
+from trainclock.workload.evaluation import equal_forwards, evaluating, shard_rows
+from trainclock.workload.spec_base import division
 from trainclock.workloads.llama2_70b_lora.checkpoint import checkpoint_files, load_base_weights
 from trainclock.workloads.llama2_70b_lora.data import scrolls, task
 from trainclock.workloads.llama2_70b_lora.data.batches import sample_indices, select
@@ -27,36 +27,36 @@ from trainclock.workloads.llama2_70b_lora.data.pretrain import pretrained_base
 from trainclock.workloads.llama2_70b_lora.lora import LoraLinear, add_lora
 from trainclock.workloads.llama2_70b_lora.model import IGNORE, Llama, rope_tables
 from trainclock.workloads.llama2_70b_lora.optim import LoraAdamW
-from trainclock.workloads.llama2_70b_lora.spec import (BENCHMARK, FULL_SIZE, MEMBERS, METRIC, MLPERF_ROUND, LoraSpec,
-                                                       get_member, quality)
+from trainclock.workloads.llama2_70b_lora.spec import BENCHMARK, MEMBERS, METRIC, MLPERF_ROUND, LoraSpec, get_member
 
 # FSDP2 shards and activation checkpointing recomputes one decoder layer at a time; no TP plan or pipeline cut yet
 PARALLELISM = ModelParallelism(blocks=lambda model: model.layers)
+RULES_DATASET = "scrolls"
 
 
-class LlamaLoraWorkload:
+class LlamaLoraWorkload(BenchmarkWorkload):
     key = BENCHMARK
     mlperf_round = MLPERF_ROUND
     title = "Llama 2 70B LoRA"
-    full_size = FULL_SIZE
+    specs = MEMBERS
+    unit = batch_units = "sequences"
     resumed_flags = ("checkpoint",)  # a resume fine-tunes the same base weights
 
-    def members(self) -> Sequence[Member]:
-        return [Member(s.name, s.shape.parameter_count(), quality(s), s.target_source,
-                       f"{s.shape.n_layer} layers, d_model {s.shape.d_model}, {s.shape.n_head}/{s.shape.n_kv_head} heads, "
-                       f"LoRA r{s.lora.rank} ({s.trainable_parameter_count():,} trained), context {s.seq_len}",
-                       unit="sequences")
-                for s in MEMBERS.values()]
+    def parameter_count(self, spec: LoraSpec) -> int:
+        return spec.shape.parameter_count()
+
+    def describe(self, spec: LoraSpec) -> str:
+        s = spec.shape
+        return (f"{s.n_layer} layers, d_model {s.d_model}, {s.n_head}/{s.n_kv_head} heads, "
+                f"LoRA r{spec.lora.rank} ({spec.trainable_parameter_count():,} trained), context {spec.seq_len}")
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
         group.add_argument("--checkpoint", metavar="PATH", default=None,
                            help="the Llama 2 70B weights to fine-tune (a local folder of *.safetensors: MLCommons' "
                                 "Llama2-70b-fused-qkv-mlperf); never downloaded. The CPU tiers use their own base")
 
-    def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> LoraSpec:
-        spec = get_member(member)
-        check_layout(layout)
-        if spec.data == "scrolls" and device.type != "meta":  # a dry run reads no data and no weights
+    def check_run(self, spec: LoraSpec, settings: RunSettings, layout: Layout, device: torch.device) -> None:
+        if spec.data == RULES_DATASET and device.type != "meta":  # a dry run reads no data and no weights
             if settings.extra.get("checkpoint") is None:
                 raise UsageError(f"{spec.name} fine-tunes Llama 2 70B: pass --checkpoint PATH (the local "
                                  "Llama2-70b-fused-qkv-mlperf folder of *.safetensors); weights are never downloaded")
@@ -64,17 +64,15 @@ class LlamaLoraWorkload:
                 raise UsageError(f"{spec.name} trains on SCROLLS GovReport: pass --data FOLDER (the local "
                                  "scrolls_gov_report_8k folder of parquet files); it is never downloaded")
             checkpoint_files(settings.extra["checkpoint"])  # refused now, before init reads the data
-        return with_batch_settings(spec, settings, layout, "sequences")
 
     def build_job(self, spec: LoraSpec, ctx: ParallelContext, device: torch.device, seed: int,
                   settings: RunSettings) -> TrainJob:
-        check_layout(ctx.layout)
         train, val = ctx.main_first(lambda: load_splits(spec, settings.data))  # one rank parses the corpus
         base = settings.extra.get("checkpoint") or ctx.main_first(lambda: tier_base(spec))
         torch.manual_seed(seed)  # the adapters' initial values: the same on every rank
         model = build_model(spec, ctx, device, settings, base)
-        closed = spec.name == FULL_SIZE and settings.data is not None
-        return lora_job(spec, model, train, val, seed, device, division="closed" if closed else "open")
+        dataset = RULES_DATASET if settings.data is not None else spec.data  # --data is read as the official files
+        return lora_job(spec, model, train, val, seed, device, division=division(spec, dataset, RULES_DATASET))
 
     def build_model(self, spec: LoraSpec, ctx: ParallelContext, device: torch.device,
                     settings: RunSettings) -> nn.Module:
@@ -120,12 +118,6 @@ class LlamaLoraWorkload:
             labels[:, : spec.seq_len * 4 // 5] = IGNORE
             scrolls.write_split(Path(folder), split, inputs, labels)
         return str(folder)
-
-
-def check_layout(layout: Layout) -> None:
-    if layout.tp > 1 or layout.pp > 1:
-        raise UsageError("llama2_70b_lora has no tensor-parallel plan or pipeline cut yet; run it data parallel "
-                         "(--fsdp shards the 70B base; drop --tp/--pp)")
 
 
 def load_splits(spec: LoraSpec, data: str | None) -> tuple[task.TaskSplit, task.TaskSplit]:
@@ -193,15 +185,12 @@ def lora_job(spec: LoraSpec, model: nn.Module, train: task.TaskSplit, val: task.
     def evaluate(m: nn.Module, autocast, shard: tuple[int, int]) -> EvalShard:
         """Summed cross-entropy (nats) and count of the summary tokens of this shard of the
         validation set. Every shard runs the same number of forwards (FSDP ranks meet in each)."""
-        rank, ranks = shard
-        rows = range(rank * n_eval // ranks, (rank + 1) * n_eval // ranks)
+        rows = shard_rows(n_eval, shard)
         micro = spec.micro_batch_size
-        forwards = math.ceil(math.ceil(n_eval / ranks) / micro)
         nll = torch.zeros((), dtype=torch.float64, device=device)
         tokens = torch.zeros((), dtype=torch.float64, device=device)
-        m.eval()
-        with torch.no_grad():
-            for i in range(forwards):
+        with evaluating(m):
+            for i in range(equal_forwards(n_eval, shard[1], micro)):
                 idx = list(rows[i * micro: (i + 1) * micro])
                 weight = 1.0 if idx else 0.0  # a rank out of rows still joins the forward, weighted 0
                 idx = idx or [0]
@@ -211,7 +200,6 @@ def lora_job(spec: LoraSpec, model: nn.Module, train: task.TaskSplit, val: task.
                     mean = m(x, y)  # the mean over this micro-batch's summary tokens
                 nll += mean.double() * counted * weight
                 tokens += counted.double() * weight
-        m.train()
         return EvalShard(sums={"nll": nll.cpu(), "tokens": tokens.cpu()})
 
     def score(stats: EvalShard) -> dict[str, float]:
@@ -219,20 +207,16 @@ def lora_job(spec: LoraSpec, model: nn.Module, train: task.TaskSplit, val: task.
         # with the reference's eval batch of 1 per device that weights each sample equally instead)
         return {METRIC: float(stats.sums["nll"] / stats.sums["tokens"].clamp(min=1))}
 
-    return TrainJob(
-        name=spec.name,
-        benchmark=spec.mlperf_benchmark,
+    return member_job(
+        spec,
         division=division,
         model=model,
         batch=batch,
         loss=lambda m, b: m(*b),
         evaluate=evaluate,
         score=score,
-        quality=quality(spec),
         # the rules count progress in training samples (sequences), logged as samples_count
         progress=Progress(unit="sequences", units_per_sample=1, log_key="samples_count", log_in="samples"),
-        global_batch_size=spec.global_batch_size,
-        micro_batch_size=spec.micro_batch_size,
         flops_per_sample=spec.flops_per_token() * spec.seq_len,
         optimizer=LoraAdamW(spec),
         eval_schedule=EvalSchedule(every=spec.eval_every_samples, first=spec.eval_first_samples),

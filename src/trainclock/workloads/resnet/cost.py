@@ -14,18 +14,15 @@ reached the target, at the spec's batch size."""
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 
 import torch
 from torch import nn
 
 from trainclock.workload import evidence
-from trainclock.workload.base import QualityTarget
-from trainclock.workload.cost_model import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
-from trainclock.workloads.resnet.metric import METRIC
+from trainclock.workload.cost_model import SampleFlops, WorkloadCost
+from trainclock.workload.spec_cost import SpecCost
 from trainclock.workloads.resnet.model import build_model, parameter_count, train_flops_per_image
 from trainclock.workloads.resnet.spec import MEMBERS, MLPERF_ROUND, ResNetSpec, get_member
 
@@ -54,6 +51,7 @@ def activation_values_per_image(spec: ResNetSpec) -> float:
 @dataclass(frozen=True)
 class ResNetCost(SpecCost):
     mlperf_round = MLPERF_ROUND
+    members = MEMBERS
 
     spec: ResNetSpec
 
@@ -100,25 +98,16 @@ class ResNetCost(SpecCost):
     def recompute_choices(self) -> tuple[str, ...]:
         return ("none",)  # nobody recomputes a ResNet: it fits
 
-    def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
-        spec = self.spec
-        if spec.target_source.startswith("mlperf"):
-            return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark, MLPERF_ROUND)
-        recorded = evidence.load("trainclock.workloads.resnet", spec.name)
-        if not evidence.is_measured(recorded):
-            return None
-        quality = (QualityTarget(METRIC, spec.target_accuracy, "higher"),)
-        reached = [evidence.units_to_target(run, quality) for run in recorded["runs"]]
-        epochs = [images / spec.train_images for images in reached if images is not None]
-        if not epochs:
-            return None
-        return ConvergencePoints(((spec.global_batch_size, float(statistics.median(epochs))),),
-                                 f"median of {len(epochs)} trainclock reference runs")
+    @property
+    def units_per_progress(self) -> float:
+        return self.spec.train_images  # the runs record images, the rules count epochs
 
     def measured_efficiency(self) -> tuple[float, str] | None:
-        names = [s.name for s in MEMBERS.values() if s.target_source.startswith("measured")]
+        """The median MFU of one measured member's reference runs, this member's first (not the
+        pooled runs of all members, as the base does)."""
+        names = [s.name for s in MEMBERS.measured()]
         for name in ([self.name] if self.name in names else []) + [n for n in names if n != self.name]:
-            if mfus := evidence.mfus(evidence.load("trainclock.workloads.resnet", name).get("runs")):
+            if mfus := evidence.mfus(self.target_evidence(name).get("runs")):
                 return statistics.median(mfus), f"median MFU of {len(mfus)} {name} reference runs"
         return None
 

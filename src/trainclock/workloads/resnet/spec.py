@@ -12,14 +12,13 @@ with a CIFAR-style ResNet; their targets come from reference runs recorded in ta
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import cache
 
 from trainclock.errors import UsageError
-from trainclock.workload import evidence
+from trainclock.workload.spec_base import MemberSet, MemberSpec, recorded_target, rules_target
 from trainclock.workloads.resnet.data.transforms import ImageTransforms
 from trainclock.workloads.resnet.metric import METRIC
 from trainclock.workloads.resnet.model import RESNET50, ResNetShape
-from trainclock.workload.cost_model import rules_rcp_table
+from trainclock.workload.cost_model import rcp_hyperparameters as rules_hyperparameters
 
 MLPERF_ROUND = "3.1"  # the MLPerf Training round whose closed rules and reference points this benchmark follows
 
@@ -31,13 +30,10 @@ OPTIMIZERS = ("lars", "sgd")
 
 
 @dataclass(frozen=True)
-class ResNetSpec:
-    name: str
+class ResNetSpec(MemberSpec):
     shape: ResNetShape
     transforms: ImageTransforms
     dataset: str  # "imagenet" (--data FOLDER) or "fashion-mnist" (a CPU tier's export)
-    global_batch_size: int
-    micro_batch_size: int  # also the batch-norm span: BN statistics are per micro-batch
     optimizer: str  # "lars" or "sgd"
     learning_rate: float
     warmup_epochs: float
@@ -46,8 +42,6 @@ class ResNetSpec:
     weight_decay: float
     eval_every_samples: int
     eval_first_samples: int
-    target_accuracy: float
-    target_source: str
     max_samples: int
     train_images: int  # the tiers' export sizes; ImageNet's for the full size (its folder decides)
     val_images: int
@@ -89,12 +83,6 @@ class ResNetSpec:
         return replace(self, **rcp_hyperparameters(self.global_batch_size, optimizer))
 
 
-@cache
-def _rcps() -> dict[int, dict]:
-    """The rules' own table of reference hyperparameters, by global batch size."""
-    return {entry["BS"]: entry["Hyperparams"] for entry in rules_rcp_table("resnet", MLPERF_ROUND)}
-
-
 def sgd_learning_rate(global_batch_size: int) -> float:
     """The reference SGD recipe's linear scaling, 0.1 per 256 images, on the rules' 0.001 grid."""
     return round(0.1 * global_batch_size / 256, 3)
@@ -103,11 +91,7 @@ def sgd_learning_rate(global_batch_size: int) -> float:
 def rcp_hyperparameters(global_batch_size: int, optimizer: str) -> dict:
     """The rules' reference hyperparameters at this batch (MLPerf v3.1 resnet RCPs, all LARS).
     SGD keeps the RCP's warmup, decay and weight decay with the reference's linearly scaled rate."""
-    table = _rcps()
-    if global_batch_size not in table:
-        raise UsageError(f"resnet-50 has reference hyperparameters (RCPs) only at global batch sizes "
-                         f"{', '.join(map(str, sorted(table)))}; pick one with --gbs")
-    hp = table[global_batch_size]
+    hp = rules_hyperparameters("resnet", MLPERF_ROUND, global_batch_size, "resnet-50")
     steps_per_epoch = IMAGENET_TRAIN_IMAGES / global_batch_size
     warmup, decay = hp["opt_learning_rate_warmup_epochs"], int(hp["opt_learning_rate_decay_steps"])
     total_steps = round(warmup * steps_per_epoch) + decay
@@ -130,23 +114,20 @@ def _resnet50() -> ResNetSpec:
         eval_every_samples=EVAL_PERIOD_EPOCHS * IMAGENET_TRAIN_IMAGES,
         # evaluated at epochs 2, 6, 10, ...: every 4 epochs with an offset, as the rules allow
         eval_first_samples=2 * IMAGENET_TRAIN_IMAGES,
-        target_accuracy=0.759, target_source="mlperf: Training v3.1 closed resnet rules",
+        **rules_target([(METRIC, "higher", 0.759)], f"Training v{MLPERF_ROUND} closed resnet rules"),
         train_images=IMAGENET_TRAIN_IMAGES, val_images=IMAGENET_VAL_IMAGES, loader_workers=8,
         **rcp_hyperparameters(3264, "lars"))
 
 
 def _tier(name: str, shape: ResNetShape, **fields) -> ResNetSpec:
-    recorded = evidence.load("trainclock.workloads.resnet", name)
-    kind = "measured" if evidence.is_measured(recorded) else "estimated"  # no reference runs: a provisional guess
     return ResNetSpec(name=name, shape=shape, dataset="fashion-mnist", optimizer="sgd", momentum=0.9,
                       # a 28-pixel image keeps little of its object in the reference's 8% smallest crop (and a
                       # network this small learns slowly from it): half the image at least, here
                       transforms=ImageTransforms(crop=shape.image_size, resize=28, scale=(0.5, 1.0)),
-                      target_accuracy=evidence.threshold(recorded, METRIC),
-                      target_source=f"{kind}: {recorded['summary']}", **fields)
+                      **recorded_target(__package__, name, [(METRIC, "higher")]), **fields)
 
 
-def _members() -> dict[str, ResNetSpec]:
+def _members() -> list[ResNetSpec]:
     # schedules end (poly decay done) at the sample budget the reference runs measured the target in
     tiny = _tier("resnet-tiny", ResNetShape("basic", (1, 1, 1), (8, 16, 32), "cifar", 10, 24),
                  global_batch_size=64, micro_batch_size=32, learning_rate=0.2, warmup_epochs=0.1,
@@ -156,14 +137,8 @@ def _members() -> dict[str, ResNetSpec]:
                  global_batch_size=128, micro_batch_size=64, learning_rate=0.4, warmup_epochs=0.05,
                  weight_decay=5e-5, decay_steps=576, eval_every_samples=8_192, eval_first_samples=8_192,
                  max_samples=73_728, train_images=60_000, val_images=2_000)
-    return {s.name: s for s in (tiny, mini, _resnet50())}
+    return [tiny, mini, _resnet50()]
 
 
-MEMBERS: dict[str, ResNetSpec] = _members()
-
-
-def get_member(name: str) -> ResNetSpec:
-    try:
-        return MEMBERS[name]
-    except KeyError:
-        raise UsageError(f"unknown ResNet member {name!r}; choose one of: {', '.join(MEMBERS)}") from None
+MEMBERS: MemberSet[ResNetSpec] = MemberSet("ResNet", __package__, _members())
+get_member = MEMBERS.member

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,8 +20,9 @@ from trainclock.errors import UsageError
 from trainclock.optim.lars import Lars
 from trainclock.optim.schedules import WarmupPoly
 from trainclock.optim.sgd import SGDMomentum
-from trainclock.workload.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
-from trainclock.workload.batch_plan import with_batch_settings
+from trainclock.workload.base import EvalSchedule, EvalShard, Progress, RunSettings, TrainJob
+from trainclock.workload.benchmark import BenchmarkWorkload, member_job
+from trainclock.workload.spec_base import division
 from trainclock.workloads.resnet.data.device_decode import DeviceDecoder
 from trainclock.workloads.resnet.data.folder import ImageFolder, scan
 from trainclock.workloads.resnet.data.loader import EvalLoader, StepLoader, check_workers
@@ -30,30 +30,31 @@ from trainclock.datasets.fashion_mnist import CLASSES
 from trainclock.workloads.resnet.data.prepare import prepare
 from trainclock.workloads.resnet.data.sample import write_imagenet, write_tier
 from trainclock.workloads.resnet.data.transforms import normalize
-from trainclock.workloads.resnet.metric import METRIC, score, top1_sums
+from trainclock.workloads.resnet.metric import score, top1_sums
 from trainclock.workloads.resnet.model import build_model as resnet_model
 from trainclock.workloads.resnet.model import parameter_count, train_flops_per_image
-from trainclock.workloads.resnet.parallelize import PARALLELISM, check_layout
+from trainclock.workloads.resnet.parallelize import PARALLELISM
 from trainclock.workloads.resnet.spec import (END_LEARNING_RATE, MEMBERS, MLPERF_ROUND, OPTIMIZERS, ResNetSpec,
                                               get_member)
 
 NEEDS_DATA = ("resnet-50 trains on ImageNet: pass --data FOLDER holding train/<class>/*.JPEG and "
               "val/<class>/*.JPEG (it cannot be downloaded at run time)")
+RULES_DATASET = "imagenet"
 
 
-def quality(spec: ResNetSpec) -> tuple[QualityTarget, ...]:
-    return (QualityTarget(METRIC, spec.target_accuracy, "higher"),)
-
-
-class ResNetWorkload:
+class ResNetWorkload(BenchmarkWorkload):
     key = "resnet"
     mlperf_round = MLPERF_ROUND
     title = "ResNet-50"
-    full_size = "resnet-50"
+    specs = MEMBERS
+    unit = batch_units = "images"
+    needs_data = NEEDS_DATA
 
-    def members(self) -> Sequence[Member]:
-        return [Member(s.name, parameter_count(s.shape), quality(s), s.target_source, s.shape.describe(),
-                       unit="images") for s in MEMBERS.values()]
+    def parameter_count(self, spec: ResNetSpec) -> int:
+        return parameter_count(spec.shape)
+
+    def describe(self, spec: ResNetSpec) -> str:
+        return spec.shape.describe()
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
         group.add_argument("--optimizer", choices=OPTIMIZERS,
@@ -64,21 +65,19 @@ class ResNetWorkload:
                            help="decode JPEGs on the run's device (nvJPEG on CUDA), the workers only reading "
                                 "files (default: on for CUDA, off otherwise)")
 
-    def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> ResNetSpec:
-        spec = get_member(member)
-        check_layout(layout)
+    def configure(self, spec: ResNetSpec, settings: RunSettings, layout: Layout, device: torch.device) -> ResNetSpec:
         if settings.extra.get("optimizer"):
             spec = spec.with_optimizer(settings.extra["optimizer"])
         if settings.extra.get("loader_workers") is not None:
             spec = replace(spec, loader_workers=check_workers(settings.extra["loader_workers"]))
         if settings.extra.get("decode_on_device") is not None:
             spec = replace(spec, decode_on_device=settings.extra["decode_on_device"])
-        if device.type != "meta":  # a bad folder is refused now, before the run measures the machine
-            if settings.data is None and spec.dataset == "imagenet":
-                raise UsageError(NEEDS_DATA)
-            if settings.data is not None:
-                scan(settings.data)
-        return with_batch_settings(spec, settings, layout, "images")
+        return spec
+
+    def check_run(self, spec: ResNetSpec, settings: RunSettings, layout: Layout, device: torch.device) -> None:
+        super().check_run(spec, settings, layout, device)
+        if device.type != "meta" and settings.data is not None:  # a bad folder is refused before the run measures
+            scan(settings.data)
 
     def build_job(self, spec: ResNetSpec, ctx: ParallelContext, device: torch.device, seed: int,
                   settings: RunSettings) -> TrainJob:
@@ -135,7 +134,6 @@ def load_folder(spec: ResNetSpec, settings: RunSettings, ctx: ParallelContext) -
 
 def build_job(spec: ResNetSpec, settings: RunSettings, seed: int, ctx: ParallelContext,
               device: torch.device) -> TrainJob:
-    check_layout(ctx.layout)
     folder, dataset = load_folder(spec, settings, ctx)
     if spec.dataset != "imagenet" and len(folder.classes) != spec.shape.num_classes:
         spec = replace(spec, shape=replace(spec.shape, num_classes=len(folder.classes)))  # a user's own folder
@@ -190,21 +188,17 @@ def resnet_job(spec: ResNetSpec, model: torch.nn.Module, batch, loss, evaluate, 
     """The job around a built model and data; progress is in epochs of this folder's train split."""
     spec = replace(spec, train_images=train_images)
     full = spec.dataset == "imagenet"
-    return TrainJob(
-        name=spec.name,
-        benchmark=spec.mlperf_benchmark,
-        division="closed" if spec.name == "resnet-50" and dataset == "imagenet" else "open",
+    return member_job(
+        spec,
+        division=division(spec, dataset, RULES_DATASET),
         model=model,
         batch=batch,
         loss=loss,
         evaluate=evaluate,
         score=score,
-        quality=quality(spec),
         # MLPerf resnet counts progress in epochs (eval_accuracy's epoch_num)
         progress=Progress(unit="images", units_per_sample=1, log_key="epoch_num", log_in="epochs",
                           samples_per_epoch=train_images),
-        global_batch_size=spec.global_batch_size,
-        micro_batch_size=spec.micro_batch_size,
         flops_per_sample=train_flops_per_image(spec.shape),
         optimizer=optimizer(spec),
         # the full size's cadence is in epochs of the folder it trains on: every 4, first after 2

@@ -15,13 +15,11 @@ target by batch size); the CPU tiers from the epochs at which each recorded refe
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from trainclock.workload import evidence
-from trainclock.workload.cost_model import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
-from trainclock.workloads.rnnt.spec import MEMBERS, MLPERF_ROUND, RnntSpec, get_member, quality
+from trainclock.workload.cost_model import SampleFlops, WorkloadCost
+from trainclock.workload.spec_cost import SpecCost
+from trainclock.workloads.rnnt.spec import MEMBERS, MLPERF_ROUND, RnntSpec, get_member
 
 LAMB_EMA_STATE_BYTES = 12  # Adam's two fp32 moments and the fp32 moving average of the weights
 
@@ -29,6 +27,7 @@ LAMB_EMA_STATE_BYTES = 12  # Adam's two fp32 moments and the fp32 moving average
 @dataclass(frozen=True)
 class RnntCost(SpecCost):
     mlperf_round = MLPERF_ROUND
+    members = MEMBERS
 
     spec: RnntSpec
 
@@ -78,20 +77,9 @@ class RnntCost(SpecCost):
     def recompute_choices(self) -> tuple[str, ...]:
         return ("none",)
 
-    def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
-        spec = self.spec
-        if spec.target_source.startswith("mlperf"):
-            return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark, MLPERF_ROUND)
-        recorded = evidence.load("trainclock.workloads.rnnt", spec.name)
-        if not evidence.is_measured(recorded):
-            return None
-        return evidence.convergence(spec.name, recorded["runs"], quality(spec), spec.global_batch_size,
-                                    units_per_progress=spec.train_utterances)
-
-    def measured_efficiency(self) -> tuple[float, str] | None:
-        recorded = {s.name: evidence.load("trainclock.workloads.rnnt", s.name)
-                    for s in MEMBERS.values() if s.target_source.startswith("measured")}
-        return evidence.efficiency(self.name, recorded)
+    @property
+    def units_per_progress(self) -> float:
+        return self.spec.train_utterances  # the runs record utterances, the rules count epochs
 
 
 def cost_model(member: str) -> WorkloadCost:

@@ -14,12 +14,10 @@ from reference runs whose evidence sits in targets/."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import cache
 
 from trainclock.errors import UsageError
-from trainclock.workload import evidence
-from trainclock.workload.base import QualityTarget
-from trainclock.workload.cost_model import rules_rcp_table
+from trainclock.workload.cost_model import rcp_hyperparameters as rules_hyperparameters
+from trainclock.workload.spec_base import MemberSet, MemberSpec, recorded_target, rules_target
 from trainclock.workloads.rnnt.features import FeatureConfig
 from trainclock.workloads.rnnt.metric import METRIC
 from trainclock.workloads.rnnt.model import RNNTConfig, parameter_count
@@ -31,20 +29,15 @@ LIBRISPEECH_960_UTTERANCES = 281_241  # train-clean-100 + train-clean-360 + trai
 
 
 @dataclass(frozen=True)
-class RnntSpec:
-    name: str
+class RnntSpec(MemberSpec):
     model: RNNTConfig
     dataset: str  # "librispeech" (official, --data) or "synthetic" (espeak-ng, a CPU tier)
-    global_batch_size: int
-    micro_batch_size: int
     learning_rate: float
     warmup_epochs: float
     hold_epochs: float
     exp_gamma: float
     epochs: int  # the run stops as aborted after this many
     eval_every_epochs: float
-    target_wer: float
-    target_source: str
     ema: float = 0.999
     beta1: float = 0.9
     beta2: float = 0.999
@@ -90,18 +83,9 @@ class RnntSpec:
         return replace(self, global_batch_size=global_batch_size, micro_batch_size=micro)
 
 
-@cache
-def _rcps() -> dict[int, dict]:
-    return {entry["BS"]: entry["Hyperparams"] for entry in rules_rcp_table("rnnt", MLPERF_ROUND)}
-
-
 def rcp_hyperparameters(spec: RnntSpec, global_batch_size: int) -> dict:
     """The reference hyperparameters of the rules at this batch size (MLPerf v3.1 rnnt RCPs)."""
-    table = _rcps()
-    if global_batch_size not in table:
-        raise UsageError(f"rnnt-librispeech has reference hyperparameters (RCPs) only at global batch sizes "
-                         f"{', '.join(map(str, sorted(table)))}; pick one with --gbs")
-    hp = table[global_batch_size]
+    hp = rules_hyperparameters("rnnt", MLPERF_ROUND, global_batch_size, "rnnt-librispeech")
     return {"global_batch_size": global_batch_size, "learning_rate": hp["opt_base_learning_rate"],
             "warmup_epochs": hp["opt_learning_rate_warmup_epochs"],
             "hold_epochs": hp["opt_lamb_learning_rate_hold_epochs"],
@@ -110,18 +94,14 @@ def rcp_hyperparameters(spec: RnntSpec, global_batch_size: int) -> dict:
             "model": replace(spec.model, weights_init_scale=hp["model_weights_initialization_scale"])}
 
 
-def target_evidence(name: str) -> dict:
-    return evidence.load("trainclock.workloads.rnnt", name)
-
-
 def _librispeech() -> RnntSpec:
     # the reference's train.sh values, then the rules' RCP hyperparameters at its batch of 1024
     # micro-batch 128: a rank's whole share on 8 GPUs, one micro-batch (NVIDIA and Dell run 192 per GPU at
     # 1,536, 20.3 GB per rank in the dry run); a 16-utterance micro-batch left the GPU mostly idle
     base = RnntSpec(name="rnnt-librispeech", model=RNNTConfig(), dataset="librispeech", global_batch_size=1024,
                     micro_batch_size=128, learning_rate=0.004, warmup_epochs=6, hold_epochs=40, exp_gamma=0.935,
-                    epochs=100, eval_every_epochs=1, target_wer=0.058,
-                    target_source="mlperf: Training v3.1 closed rnnt rules")
+                    epochs=100, eval_every_epochs=1,
+                    **rules_target([(METRIC, "lower", 0.058)], f"Training v{MLPERF_ROUND} closed rnnt rules"))
     return base.with_batch(1024)
 
 
@@ -132,14 +112,11 @@ TIER_FEATURES = FeatureConfig(freq_masks=1, time_masks=0)
 
 
 def _tier(name: str, **fields) -> RnntSpec:
-    recorded = target_evidence(name)
-    kind = "measured" if evidence.is_measured(recorded) else "estimated"  # no reference runs: a guess
-    return RnntSpec(name=name, dataset="synthetic", target_wer=evidence.threshold(recorded, METRIC),
-                    target_source=f"{kind}: {recorded['summary']}", ema=0.9, features=TIER_FEATURES,
+    return RnntSpec(name=name, dataset="synthetic", **recorded_target(__package__, name, [(METRIC, "lower")]), ema=0.9, features=TIER_FEATURES,
                     max_duration=16.7, buckets=2, mean_duration=1.25, mean_pieces=5.0, **fields)
 
 
-def _members() -> dict[str, RnntSpec]:
+def _members() -> list[RnntSpec]:
     tiny = _tier("rnnt-tiny", model=RNNTConfig(vocab=48, enc_hidden=96, enc_pre_layers=1, enc_post_layers=1,
                                                   pred_hidden=64, pred_layers=1, joint_hidden=64, joint_chunk=32,
                                                   # no dropout: 2 processes then train the very curve of 1
@@ -153,18 +130,8 @@ def _members() -> dict[str, RnntSpec]:
                                                   enc_dropout=0.0, pred_dropout=0.0, joint_dropout=0.0),
                  global_batch_size=16, micro_batch_size=16, learning_rate=0.02, warmup_epochs=0.5, hold_epochs=3,
                  exp_gamma=0.8, epochs=20, eval_every_epochs=1, train_utterances=1200, eval_utterances=150)
-    return {s.name: s for s in (tiny, mini, _librispeech())}
+    return [tiny, mini, _librispeech()]
 
 
-MEMBERS: dict[str, RnntSpec] = _members()
-
-
-def get_member(name: str) -> RnntSpec:
-    try:
-        return MEMBERS[name]
-    except KeyError:
-        raise UsageError(f"unknown RNN-T member {name!r}; choose one of: {', '.join(MEMBERS)}") from None
-
-
-def quality(spec: RnntSpec) -> tuple[QualityTarget, ...]:
-    return (QualityTarget(METRIC, spec.target_wer, "lower"),)
+MEMBERS: MemberSet[RnntSpec] = MemberSet("RNN-T", __package__, _members())
+get_member = MEMBERS.member

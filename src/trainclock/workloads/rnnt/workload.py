@@ -4,59 +4,49 @@ greedy-decoded WER with the EMA weights, LAMB with its warmup-hold-decay rate, t
 
 from __future__ import annotations
 
-import argparse
 import math
-from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
 from trainclock.distributed.context import ParallelContext
-from trainclock.distributed.layout import Layout
 from trainclock.distributed.parallelize import build_parallelized
 from trainclock.errors import UsageError
-from trainclock.workload.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
-from trainclock.workload.batch_plan import with_batch_settings
+from trainclock.workload.base import EvalSchedule, EvalShard, Progress, RunSettings, TrainJob
+from trainclock.workload.benchmark import BenchmarkWorkload, member_job
+from trainclock.workload.evaluation import shard_rows
+from trainclock.workload.spec_base import division
 from trainclock.workloads.rnnt.data import tokenizer
 from trainclock.workloads.rnnt.data.batches import BucketBatches, Utterances, eval_batches
 from trainclock.workloads.rnnt.data.prepare import Corpus, prepare_official, prepare_tier
 from trainclock.workloads.rnnt.decode import greedy_decode
 from trainclock.workloads.rnnt.features import features
 from trainclock.workloads.rnnt.loss import transducer_loss
-from trainclock.workloads.rnnt.metric import METRIC, score, wer_sums
+from trainclock.workloads.rnnt.metric import score, wer_sums
 from trainclock.workloads.rnnt.model import RNNT
 from trainclock.workloads.rnnt.optim import RnntLamb
-from trainclock.workloads.rnnt.parallelize import PARALLELISM, check_layout
-from trainclock.workloads.rnnt.spec import MEMBERS, MLPERF_ROUND, RnntSpec, get_member, quality
+from trainclock.workloads.rnnt.parallelize import PARALLELISM
+from trainclock.workloads.rnnt.spec import MEMBERS, MLPERF_ROUND, RnntSpec, get_member
+
+RULES_DATASET = "librispeech"
 
 
-class RnntWorkload:
+class RnntWorkload(BenchmarkWorkload):
     key = "rnnt"
     mlperf_round = MLPERF_ROUND
     title = "RNN-T"
-    full_size = "rnnt-librispeech"
+    specs = MEMBERS
+    unit = batch_units = "utterances"
+    ddp_only = "its greedy decoding cannot meet FSDP's all-gathers"
+    needs_data = ("rnnt-librispeech trains on LibriSpeech: pass --data FOLDER (train-*/dev-clean folders of FLAC, "
+                  "or the reference's librispeech-*-wav.json manifests); it is never downloaded")
 
-    def members(self) -> Sequence[Member]:
-        return [Member(s.name, s.parameter_count(), quality(s), s.target_source,
-                       f"LSTM {s.model.enc_hidden} x {s.model.enc_pre_layers}+{s.model.enc_post_layers}, "
-                       f"{s.model.vocab} pieces", unit="utterances")
-                for s in MEMBERS.values()]
-
-    def add_arguments(self, group: argparse._ArgumentGroup) -> None:
-        return None
-
-    def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> RnntSpec:
-        spec = get_member(member)
-        check_layout(layout)
-        # refused now, before init measures for a minute (a dry run, on meta, reads no data)
-        if spec.dataset == "librispeech" and settings.data is None and device.type != "meta":
-            raise UsageError("rnnt-librispeech trains on LibriSpeech: pass --data FOLDER (train-*/dev-clean folders "
-                             "of FLAC, or the reference's librispeech-*-wav.json manifests); it is never downloaded")
-        return with_batch_settings(spec, settings, layout, "utterances")
+    def describe(self, spec: RnntSpec) -> str:
+        m = spec.model
+        return f"LSTM {m.enc_hidden} x {m.enc_pre_layers}+{m.enc_post_layers}, {m.vocab} pieces"
 
     def build_job(self, spec: RnntSpec, ctx: ParallelContext, device: torch.device, seed: int,
                   settings: RunSettings) -> TrainJob:
-        check_layout(ctx.layout)
         corpus = ctx.main_first(lambda: load_corpus(spec, settings.data))  # one rank synthesises the speech
         torch.manual_seed(seed)
         model = self.build_model(spec, ctx, device, settings)
@@ -140,10 +130,8 @@ def rnnt_job(spec: RnntSpec, model: torch.nn.Module, corpus: Corpus, seed: int, 
     cached: dict[tuple[int, int], list] = {}
 
     def evaluate(m: torch.nn.Module, autocast, shard: tuple[int, int]) -> EvalShard:
-        rank, ranks = shard
-        n = len(evals)
         if shard not in cached:  # evaluation features carry no augmentation: computed once, kept on the device
-            rows = range(rank * n // ranks, (rank + 1) * n // ranks)
+            rows = shard_rows(len(evals), shard)
             cached[shard] = [(*features({k: v.to(device) for k, v in b.items()}, spec.features), b["rows"])
                              for b in eval_batches(evals, spec.features, rows, spec.eval_batch)]
         averaged = optimizer.averaged(m)
@@ -160,21 +148,17 @@ def rnnt_job(spec: RnntSpec, model: torch.nn.Module, corpus: Corpus, seed: int, 
         return transducer_loss(blank, emit, frames, b["label_lens"]).mean()
 
     epoch = len(train)
-    return TrainJob(
-        name=spec.name,
-        benchmark=spec.mlperf_benchmark,
-        division="closed" if spec.dataset == "librispeech" else "open",
+    return member_job(
+        spec,
+        division=division(spec, spec.dataset, RULES_DATASET),
         model=model,
         batch=batches.batch,  # a rank decodes only its own rows
         loss=loss,
         evaluate=evaluate,
         score=score,
-        quality=quality(spec),
         # the rnnt logs count eval_accuracy's epoch_num in epochs
         progress=Progress(unit="utterances", units_per_sample=1, log_key="epoch_num", log_in="epochs",
                           samples_per_epoch=epoch),
-        global_batch_size=spec.global_batch_size,
-        micro_batch_size=spec.micro_batch_size,
         flops_per_sample=spec.flops_per_sample(float(train.durations.mean()),
                                                sum(map(len, train.labels)) / len(train)),
         optimizer=optimizer,

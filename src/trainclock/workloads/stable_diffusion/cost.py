@@ -19,10 +19,9 @@ from pathlib import Path
 
 import torch
 
-from trainclock.workload import evidence
-from trainclock.workload.cost_model import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
-from trainclock.workloads.stable_diffusion.spec import MLPERF_ROUND, SDSpec, get_member, target_evidence
-from trainclock.workloads.stable_diffusion.metric import quality
+from trainclock.workload.cost_model import ConvergencePoints, SampleFlops, WorkloadCost
+from trainclock.workload.spec_cost import SpecCost
+from trainclock.workloads.stable_diffusion.spec import MEMBERS, MLPERF_ROUND, SDSpec, get_member
 
 ADAM_BYTES = 8
 BYTES_PER_VALUE = 2
@@ -47,6 +46,7 @@ def unet_forward_flops(spec: SDSpec) -> float:
 @dataclass(frozen=True)
 class SDCost(SpecCost):
     mlperf_round = MLPERF_ROUND
+    members = MEMBERS
 
     spec: SDSpec
 
@@ -100,15 +100,9 @@ class SDCost(SpecCost):
     def tp_collectives_per_layer(self) -> int:
         return 0
 
-    def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
-        spec = self.spec
-        if spec.target_source.startswith("mlperf"):
-            steps = rcp_convergence(mlperf_dir(), spec.mlperf_benchmark, MLPERF_ROUND)  # steps to target per batch size
-            return ConvergencePoints(tuple((bs, s * bs) for bs, s in steps.points), steps.source + " (steps x batch)")
-        if not spec.target_source.startswith("measured"):
-            return None
-        runs = list(target_evidence(spec.name).get("runs") or [])
-        return evidence.convergence(spec.name, runs, quality(spec), spec.global_batch_size) if runs else None
+    def rules_convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints:
+        steps = super().rules_convergence(mlperf_dir)  # the rules count steps to target per batch size
+        return ConvergencePoints(tuple((bs, s * bs) for bs, s in steps.points), steps.source + " (steps x batch)")
 
     def measured_efficiency(self) -> tuple[float, str] | None:
         return None

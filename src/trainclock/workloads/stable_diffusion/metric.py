@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torchmetrics.image.fid import FrechetInceptionDistance
 
-from trainclock.workload.base import EvalShard, QualityTarget
+from trainclock.workload.base import EvalShard
 
 FID, CLIP = "FID", "CLIP"  # the names the official logs give in metadata "metric"
 
@@ -57,8 +57,3 @@ def fid_direct(a_NxD: np.ndarray, mu: np.ndarray, sigma: np.ndarray) -> float:
     covmean, _ = linalg.sqrtm(sigma1.dot(sigma), disp=False)
     diff = mu1 - mu
     return float(diff.dot(diff) + np.trace(sigma1) + np.trace(sigma) - 2 * np.trace(covmean.real))
-
-
-def quality(spec) -> tuple[QualityTarget, ...]:
-    """Both targets, required at one evaluation (the spec's target_fid and target_clip)."""
-    return (QualityTarget(FID, spec.target_fid, "lower"), QualityTarget(CLIP, spec.target_clip, "higher"))

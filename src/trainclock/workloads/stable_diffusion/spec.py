@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from trainclock.errors import UsageError
-from trainclock.workload import evidence
+from trainclock.workload.spec_base import MemberSet, MemberSpec, recorded_target, rules_target
 from trainclock.workloads.stable_diffusion.metric import CLIP, FID
 from trainclock.workloads.stable_diffusion.model import SD2_UNET, UNetShape, parameter_count
 
@@ -28,12 +28,9 @@ EVAL_EVERY_IMAGES = 512_000
 
 
 @dataclass(frozen=True)
-class SDSpec:
-    name: str
+class SDSpec(MemberSpec):
     unet: UNetShape
     dataset: str  # "laion" (official, --data) or "captioned" (generated for a CPU tier)
-    global_batch_size: int
-    micro_batch_size: int
     base_lr_per_sample: float  # lr = this x global batch size
     warmup_steps: int
     eval_every_samples: int
@@ -41,9 +38,6 @@ class SDSpec:
     ddim_steps: int
     guidance: float
     max_samples: int
-    target_fid: float
-    target_clip: float
-    target_source: str
     train_images: int
     text_length: int = 77
     text_width: int = 1024
@@ -66,21 +60,15 @@ class SDSpec:
                        micro_batch_size=min(self.micro_batch_size, global_batch_size))
 
 
-def target_evidence(name: str) -> dict:
-    return evidence.load("trainclock.workloads.stable_diffusion", name)
-
-
 def _tier(name: str, blocks: tuple[int, ...], **fields) -> SDSpec:
-    recorded = target_evidence(name)
-    kind = "measured" if evidence.is_measured(recorded) else "estimated"
     unet = UNetShape(sample_size=16, channels=12, block_out_channels=blocks,
                      # attention at the 8 x 8 level only, 2 heads: CPU attention over 16 x 16 tokens with
                      # heads of 2-4 channels took 70% of a step (torch's flash kernel for CPU)
                      down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
                      up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), layers_per_block=1,
                      attention_head_dim=2, cross_attention_dim=64, norm_num_groups=8)
-    return SDSpec(name=name, unet=unet, dataset="captioned", target_fid=evidence.threshold(recorded, FID),
-                  target_clip=evidence.threshold(recorded, CLIP), target_source=f"{kind}: {recorded['summary']}",
+    return SDSpec(name=name, unet=unet, dataset="captioned",
+                  **recorded_target(__package__, name, [(FID, "lower"), (CLIP, "higher")]),
                   text_length=10, text_width=64, drop_caption=0.1, latent_scale=1.0, **fields)
 
 
@@ -90,11 +78,12 @@ def _laion() -> SDSpec:
                   eval_captions=COCO_EVAL_CAPTIONS, ddim_steps=50, guidance=8.0,
                   # evaluation is offline (after training), so every run trains to this limit: the
                   # v3.1 RCPs converge within 6,000 steps at 512 (3.1M images) and 2,250 at 2,048 (4.6M)
-                  max_samples=10 * EVAL_EVERY_IMAGES, target_fid=90.0, target_clip=0.15,
-                  target_source="mlperf: Training v3.1 closed stable_diffusion rules", train_images=LAION_TRAIN_IMAGES)
+                  max_samples=10 * EVAL_EVERY_IMAGES, train_images=LAION_TRAIN_IMAGES,
+                  **rules_target([(FID, "lower", 90.0), (CLIP, "higher", 0.15)],
+                                 f"Training v{MLPERF_ROUND} closed stable_diffusion rules"))
 
 
-def _members() -> dict[str, SDSpec]:
+def _members() -> list[SDSpec]:
     # tiers: a higher rate than 1.25e-7 x GBS (which suits a pretrained-scale run of thousands of
     # steps), a short warmup, 8 (mini) / 5 (tiny) DDIM steps and guidance 3 so evaluation stays cheap
     # budgets reach past the early phase where a seed's CLIP score still swings by 0.1 between
@@ -106,14 +95,8 @@ def _members() -> dict[str, SDSpec]:
     mini = _tier("sd-mini", (32, 64), global_batch_size=16, micro_batch_size=16, base_lr_per_sample=1e-4,
                  warmup_steps=10, eval_every_samples=1_280, eval_captions=128, ddim_steps=8, guidance=3.0,
                  max_samples=8_960, train_images=8_000)
-    return {s.name: s for s in (tiny, mini, _laion())}
+    return [tiny, mini, _laion()]
 
 
-MEMBERS: dict[str, SDSpec] = _members()
-
-
-def get_member(name: str) -> SDSpec:
-    try:
-        return MEMBERS[name]
-    except KeyError:
-        raise UsageError(f"unknown Stable Diffusion member {name!r}; choose one of: {', '.join(MEMBERS)}") from None
+MEMBERS: MemberSet[SDSpec] = MemberSet("Stable Diffusion", __package__, _members())
+get_member = MEMBERS.member

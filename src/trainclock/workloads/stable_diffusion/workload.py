@@ -5,7 +5,6 @@ DDIM sampling scored by FID and CLIP score, AdamW with warmup, stable_diffusion'
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -14,14 +13,15 @@ from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
 from trainclock.distributed.parallelize import ModelParallelism, build_parallelized
 from trainclock.errors import UsageError
-from trainclock.workload.base import EvalSchedule, EvalShard, Member, Progress, RunSettings, TrainJob
-from trainclock.workload.batch_plan import with_batch_settings
+from trainclock.workload.base import EvalSchedule, EvalShard, Progress, RunSettings, TrainJob
+from trainclock.workload.benchmark import BenchmarkWorkload, member_job
+from trainclock.workload.evaluation import evaluating, shard_rows
+from trainclock.workload.spec_base import division
 from trainclock.workloads.stable_diffusion import diffusion, metric
 from trainclock.workloads.stable_diffusion.cost import cost_model, unet_forward_flops
 from trainclock.workloads.stable_diffusion.data import captioned
 from trainclock.workloads.stable_diffusion.data.batches import SampleBatches
 from trainclock.workloads.stable_diffusion.data.sets import EvalSet, TrainSet
-from trainclock.workloads.stable_diffusion.metric import CLIP, FID, quality
 from trainclock.workloads.stable_diffusion.model import SD2_TEXT, Conditioned, SpaceToDepth, tiny_text_config
 from trainclock.workloads.stable_diffusion.optim import AdamWLinearWarmup
 from trainclock.workloads.stable_diffusion.spec import MEMBERS, MLPERF_ROUND, SDSpec, get_member
@@ -29,24 +29,20 @@ from trainclock.workloads.stable_diffusion.spec import MEMBERS, MLPERF_ROUND, SD
 EVAL_BATCH = 16  # captions generated per sampler call
 EVAL_NOISE_SEED = 1234  # the starting noise of caption i is fixed: every run and rank draws the same
 PARALLELISM = ModelParallelism(gpu_memory_format=torch.channels_last)
+RULES_DATASET = "laion"
 
 
-def check_layout(layout: Layout) -> None:
-    if layout.tp > 1 or layout.pp > 1:
-        raise UsageError("Stable Diffusion has no tensor-parallel plan or pipeline cut; run it data parallel "
-                         "(drop --tp/--pp)")
-
-
-class StableDiffusionWorkload:
+class StableDiffusionWorkload(BenchmarkWorkload):
     key = "stable_diffusion"
     mlperf_round = MLPERF_ROUND
     title = "Stable Diffusion"
-    full_size = "sd-laion400m"
+    specs = MEMBERS
+    unit = batch_units = "images"
+    needs_data = ("sd-laion400m trains on the LAION-400M moments: pass --data FOLDER (the webdataset .tar shards "
+                  "and val2014_30k.tsv) and --checkpoint DIR; nothing is downloaded")
 
-    def members(self) -> Sequence[Member]:
-        return [Member(s.name, s.parameter_count(), quality(s), s.target_source,
-                       f"UNet {'-'.join(map(str, s.unet.block_out_channels))}, {s.unet.sample_size}^2 latents",
-                       unit="images") for s in MEMBERS.values()]
+    def describe(self, spec: SDSpec) -> str:
+        return f"UNet {'-'.join(map(str, spec.unet.block_out_channels))}, {spec.unet.sample_size}^2 latents"
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
         group.add_argument("--checkpoint", metavar="DIR", help="sd-laion400m: the SD2 checkpoint folder "
@@ -56,21 +52,14 @@ class StableDiffusionWorkload:
                            "(TorchScript Inception pool3 and ViT-H/14), and val2014_30k_stats.npz (default: "
                            "--data's evaluators/)")
 
-    def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> SDSpec:
-        spec = get_member(member)
-        check_layout(layout)
+    def check_run(self, spec: SDSpec, settings: RunSettings, layout: Layout, device: torch.device) -> None:
         if spec.dataset == "captioned" and settings.data is not None:
             raise UsageError(f"{spec.name} makes its own data (captioned Fashion-MNIST items, generated when its data "
                              "is prepared); drop --data")
-        # a dry run, on meta, reads nothing: no shards, no checkpoint
-        if spec.dataset == "laion" and settings.data is None and device.type != "meta":
-            raise UsageError("sd-laion400m trains on the LAION-400M moments: pass --data FOLDER (the webdataset "
-                             ".tar shards and val2014_30k.tsv) and --checkpoint DIR; nothing is downloaded")
-        return with_batch_settings(spec, settings, layout, "images")
+        super().check_run(spec, settings, layout, device)
 
     def build_job(self, spec: SDSpec, ctx: ParallelContext, device: torch.device, seed: int,
                   settings: RunSettings) -> TrainJob:
-        check_layout(ctx.layout)
         if spec.dataset != "captioned":
             from trainclock.workloads.stable_diffusion.official import build_official
 
@@ -196,21 +185,17 @@ def sd_job(spec: SDSpec, model: torch.nn.Module, train: TrainSet, evals: EvalSet
     def evaluate(m: torch.nn.Module, autocast, shard: tuple[int, int]) -> EvalShard:
         return generate_and_score(getattr(m, "module", m), spec, evals, shard, autocast, device)
 
-    return TrainJob(
-        name=spec.name,
-        benchmark=spec.mlperf_benchmark,
-        division="closed" if spec.dataset == "laion" else "open",
+    return member_job(
+        spec,
+        division=division(spec, spec.dataset, RULES_DATASET),
         model=model,
         batch=batches.batch,
         loss=loss,
         evaluate=evaluate,
         score=lambda stats: metric.score(stats, evals.reference),
-        quality=quality(spec),
         # the v3.1 logs count progress in optimizer steps (step_num) and write FID and CLIP as separate lines
         progress=Progress(unit="images", units_per_sample=1, log_key="step_num", log_in="steps",
                           samples_per_step=spec.global_batch_size),
-        global_batch_size=spec.global_batch_size,
-        micro_batch_size=spec.micro_batch_size,
         flops_per_sample=3 * unet_forward_flops(spec),  # the UNet forward + backward: the encoders are frozen
         optimizer=optimizer(spec),
         eval_schedule=EvalSchedule(every=spec.eval_every_samples, offline=True),  # as the rules say
@@ -224,14 +209,11 @@ def sd_job(spec: SDSpec, model: torch.nn.Module, train: TrainSet, evals: EvalSet
 def generate_and_score(model: torch.nn.Module, spec: SDSpec, evals: EvalSet, shard: tuple[int, int], autocast,
                        device: torch.device) -> EvalShard:
     """This rank's captions [r*n/R, (r+1)*n/R): generated, then embedded for FID and CLIP."""
-    rank, ranks = shard
-    n = len(evals.ids)
-    lo, hi = rank * n // ranks, (rank + 1) * n // ranks
-    was_training = model.training
-    model.eval()
+    mine = shard_rows(len(evals.ids), shard)
+    lo, hi = mine.start, mine.stop
     features, cosine_sum = [], torch.zeros((), dtype=torch.float64)
     latent_shape = (spec.unet.channels, spec.unet.sample_size, spec.unet.sample_size)
-    with torch.no_grad():
+    with evaluating(model):
         for start in range(lo, hi, EVAL_BATCH):
             index = range(start, min(start + EVAL_BATCH, hi))
             noise = torch.stack([torch.randn(latent_shape, generator=torch.Generator().manual_seed(EVAL_NOISE_SEED + i))
@@ -242,7 +224,6 @@ def generate_and_score(model: torch.nn.Module, spec: SDSpec, evals: EvalSet, sha
             images = evals.decode(latents.float() / spec.latent_scale).float().cpu()
             features.append(evals.features(images).cpu())
             cosine_sum += evals.clip_cosine(images, ids.cpu()).double().sum()
-    model.train(was_training)
     gathered = [torch.cat(features)] if features else []
     return EvalShard(sums={"cosine_sum": cosine_sum, "images": torch.tensor(float(hi - lo), dtype=torch.float64)},
                      gathered=gathered)

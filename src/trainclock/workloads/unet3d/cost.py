@@ -13,15 +13,11 @@ target by batch size); the CPU tiers from the samples at which each recorded ref
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from trainclock.workload import evidence
-from trainclock.workload.base import QualityTarget
-from trainclock.workload.cost_model import ConvergencePoints, SampleFlops, SpecCost, WorkloadCost, rcp_convergence
-from trainclock.workloads.unet3d.spec import METRIC, MLPERF_ROUND, Unet3DSpec, get_member, target_evidence
+from trainclock.workload.cost_model import SampleFlops, WorkloadCost
+from trainclock.workload.spec_cost import SpecCost
+from trainclock.workloads.unet3d.spec import MEMBERS, MLPERF_ROUND, Unet3DSpec, get_member
 
 MOMENTUM_BYTES = 4  # one fp32 momentum buffer per parameter
 BYTES_PER_VALUE = 2  # the planner's convention: 16-bit activations (it doubles them for fp32)
@@ -39,6 +35,7 @@ def activation_values_per_voxel(filters: tuple[int, ...], in_channels: int = 1) 
 @dataclass(frozen=True)
 class Unet3DCost(SpecCost):
     mlperf_round = MLPERF_ROUND
+    members = MEMBERS
 
     spec: Unet3DSpec
 
@@ -90,27 +87,8 @@ class Unet3DCost(SpecCost):
     def tp_collectives_per_layer(self) -> int:
         return 0
 
-    def convergence(self, mlperf_dir: Callable[[], Path]) -> ConvergencePoints | None:
-        spec = self.spec
-        if spec.target_source.startswith("mlperf"):
-            return rcp_convergence(mlperf_dir(), spec.mlperf_benchmark, MLPERF_ROUND)
-        runs = _runs(spec)
-        if not runs:
-            return None  # an estimated target: nothing measured yet
-        quality = (QualityTarget(METRIC, spec.target_dice, "higher"),)
-        return evidence.convergence(spec.name, runs, quality, spec.global_batch_size)
-
     def measured_efficiency(self) -> tuple[float, str] | None:
-        mfus = evidence.mfus(_runs(self.spec))
-        if not mfus:
-            return None
-        return statistics.median(mfus), f"median MFU of {len(mfus)} {self.name} reference runs"
-
-
-def _runs(spec: Unet3DSpec) -> list[dict]:
-    if not spec.target_source.startswith("measured"):
-        return []
-    return list(target_evidence(spec.name).get("runs") or [])
+        return self.own_efficiency()
 
 
 def cost_model(member: str) -> WorkloadCost:

@@ -14,13 +14,12 @@ network and 32^3 patches; their targets come from reference runs whose evidence 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import cache
 
 from trainclock.errors import UsageError
-from trainclock.workload import evidence
+from trainclock.workload.spec_base import MemberSet, MemberSpec, recorded_target, rules_target
 from trainclock.workloads.unet3d.data.npy import reference_eval_cases
 from trainclock.workloads.unet3d.model import flops_per_voxel, parameter_count
-from trainclock.workload.cost_model import rules_rcp_table
+from trainclock.workload.cost_model import rcp_hyperparameters as rules_hyperparameters
 
 MLPERF_ROUND = "3.1"  # the MLPerf Training round whose closed rules and reference points this benchmark follows
 
@@ -30,8 +29,7 @@ METRIC = "mean DICE"
 
 
 @dataclass(frozen=True)
-class Unet3DSpec:
-    name: str
+class Unet3DSpec(MemberSpec):
     filters: tuple[int, ...]
     patch: int  # training and validation patch side (voxels)
     dataset: str  # "kits19" (official, --data) or "synthetic" (generated for a CPU tier)
@@ -44,8 +42,6 @@ class Unet3DSpec:
     eval_first_samples: int
     eval_every_samples: int
     max_samples: int
-    target_dice: float
-    target_source: str
     eval_cases: tuple[str, ...]  # case ids (00042) held out for evaluation
     momentum: float = 0.9
     weight_decay: float = 0.0
@@ -78,27 +74,9 @@ class Unet3DSpec:
         return replace(self, global_batch_size=global_batch_size, micro_batch_size=micro)
 
 
-@cache
-def _rcp_file() -> tuple[dict, ...]:
-    return rules_rcp_table("unet3d", MLPERF_ROUND)
-
-
-def rcp_table(field: str) -> dict[int, object]:
-    """One field of the rules' reference convergence points by batch size (Hyperparams, Epochs to converge)."""
-    return {entry["BS"]: entry[field] for entry in _rcp_file()}
-
-
-def _rcps() -> dict[int, dict]:
-    return rcp_table("Hyperparams")  # type: ignore[return-value]
-
-
 def rcp_hyperparameters(global_batch_size: int) -> dict:
     """The reference hyperparameters of the rules at this batch size (MLPerf v3.1 unet3d RCPs)."""
-    table = _rcps()
-    if global_batch_size not in table:
-        raise UsageError(f"unet3d-kits19 has reference hyperparameters (RCPs) only at global batch sizes "
-                         f"{', '.join(map(str, sorted(table)))}; pick one with --gbs")
-    hp = table[global_batch_size]
+    hp = rules_hyperparameters("unet3d", MLPERF_ROUND, global_batch_size, "unet3d-kits19")
     return {"global_batch_size": global_batch_size, "learning_rate": hp["opt_base_learning_rate"],
             "initial_learning_rate": hp["opt_initial_learning_rate"],
             "warmup_epochs": int(hp["opt_learning_rate_warmup_epochs"]), "momentum": hp["opt_momentum"],
@@ -112,42 +90,29 @@ def _kits19() -> Unet3DSpec:
         samples_per_epoch=KITS19_TRAIN_CASES,
         eval_first_samples=1000 * KITS19_TRAIN_CASES,  # the rules: first evaluation at epoch 1000,
         eval_every_samples=20 * KITS19_TRAIN_CASES,  # then every 20 epochs
-        max_samples=10_000 * KITS19_TRAIN_CASES, target_dice=0.908,
-        target_source="mlperf: Training v3.1 closed unet3d rules", eval_cases=tuple(reference_eval_cases()),
+        max_samples=10_000 * KITS19_TRAIN_CASES, eval_cases=tuple(reference_eval_cases()),
+        **rules_target([(METRIC, "higher", 0.908)], f"Training v{MLPERF_ROUND} closed unet3d rules"),
         **rcp_hyperparameters(56),  # the batch of the published 8-GPU entries (Dell XE9680, 12.1 min)
     )
 
 
-def target_evidence(name: str) -> dict:
-    """The recorded reference runs that fixed a CPU tier's target (targets/<name>.json)."""
-    return evidence.load("trainclock.workloads.unet3d", name)
-
-
 def _tier(name: str, cases: int, **fields) -> Unet3DSpec:
-    recorded = target_evidence(name)
-    kind = "measured" if evidence.is_measured(recorded) else "estimated"  # no reference runs: a guess
     eval_cases = tuple(f"{i:05d}" for i in range(cases) if i % 5 == 4)  # every fifth case, as 42 of 210
-    return Unet3DSpec(name=name, dataset="synthetic", patch=32, target_dice=evidence.threshold(recorded, METRIC),
-                      target_source=f"{kind}: {recorded['summary']}", eval_cases=eval_cases,
+    return Unet3DSpec(name=name, dataset="synthetic", patch=32, eval_cases=eval_cases,
+                      **recorded_target(__package__, name, [(METRIC, "higher")]),
                       samples_per_epoch=cases - len(eval_cases), generated_cases=cases, eval_first_samples=0,
                       initial_learning_rate=1e-4, **fields)
 
 
-def _members() -> dict[str, Unet3DSpec]:
+def _members() -> list[Unet3DSpec]:
     tiny = _tier("unet3d-tiny", 30, filters=(4, 8, 16), generated_shape=(34, 34, 34), global_batch_size=4,
                  micro_batch_size=4, learning_rate=0.5, warmup_epochs=1, eval_every_samples=96,
                  max_samples=1_920, eval_batch=8)
     mini = _tier("unet3d-mini", 60, filters=(8, 16, 32, 64), generated_shape=(38, 38, 38), global_batch_size=8,
                  micro_batch_size=8, learning_rate=0.5, warmup_epochs=1, eval_every_samples=192,
                  max_samples=3_840, eval_batch=8)
-    return {s.name: s for s in (tiny, mini, _kits19())}
+    return [tiny, mini, _kits19()]
 
 
-MEMBERS: dict[str, Unet3DSpec] = _members()
-
-
-def get_member(name: str) -> Unet3DSpec:
-    try:
-        return MEMBERS[name]
-    except KeyError:
-        raise UsageError(f"unknown 3D U-Net member {name!r}; choose one of: {', '.join(MEMBERS)}") from None
+MEMBERS: MemberSet[Unet3DSpec] = MemberSet("3D U-Net", __package__, _members())
+get_member = MEMBERS.member

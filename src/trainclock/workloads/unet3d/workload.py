@@ -4,59 +4,43 @@ mean DICE, Nesterov SGD with warmup, the unet3d log keys)."""
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
 from trainclock.distributed.context import ParallelContext
-from trainclock.distributed.layout import Layout
 from trainclock.distributed.parallelize import build_parallelized
 from trainclock.errors import UsageError
-from trainclock.workload.base import EvalSchedule, EvalShard, Member, Progress, QualityTarget, RunSettings, TrainJob
-from trainclock.workload.batch_plan import with_batch_settings
+from trainclock.workload.base import EvalSchedule, EvalShard, Progress, RunSettings, TrainJob
+from trainclock.workload.benchmark import BenchmarkWorkload, member_job
+from trainclock.workload.spec_base import division
 from trainclock.workloads.unet3d.data.npy import Split, load_split
 from trainclock.workloads.unet3d.data.patches import PatchSampler
 from trainclock.workloads.unet3d.data.prepare import prepare_official, prepare_tier
 from trainclock.workloads.unet3d.loss import dice_ce_loss
-from trainclock.workloads.unet3d.metric import METRIC, dice_sums, score
+from trainclock.workloads.unet3d.metric import dice_sums, score
 from trainclock.workloads.unet3d.model import N_CLASSES, Unet3D
 from trainclock.workloads.unet3d.optim import NesterovWarmup
-from trainclock.workloads.unet3d.parallelize import PARALLELISM, check_layout
+from trainclock.workloads.unet3d.parallelize import PARALLELISM
 from trainclock.workloads.unet3d.spec import MEMBERS, MLPERF_ROUND, Unet3DSpec, get_member
+RULES_DATASET = "kits19"
 
 
-def quality(spec: Unet3DSpec) -> tuple[QualityTarget, ...]:
-    return (QualityTarget(METRIC, spec.target_dice, "higher"),)
-
-
-class Unet3DWorkload:
+class Unet3DWorkload(BenchmarkWorkload):
     key = "unet3d"
     mlperf_round = MLPERF_ROUND
     title = "3D U-Net"
-    full_size = "unet3d-kits19"
+    specs = MEMBERS
+    batch_units = "patches"
+    ddp_only = "its evaluation cannot meet FSDP's all-gathers"
+    needs_data = ("unet3d-kits19 trains on KiTS19: pass --data FOLDER (the kits19/data case folders, or the "
+                  "reference's preprocessed case_XXXXX_x.npy / _y.npy pairs); it is never downloaded")
 
-    def members(self) -> Sequence[Member]:
-        return [Member(s.name, s.parameter_count(), quality(s), s.target_source,
-                       f"filters {'-'.join(map(str, s.filters))}, {s.patch}^3 patches", unit="samples")
-                for s in MEMBERS.values()]
-
-    def add_arguments(self, group: argparse._ArgumentGroup) -> None:
-        return None
-
-    def resolve(self, member: str, settings: RunSettings, layout: Layout, device: torch.device) -> Unet3DSpec:
-        spec = get_member(member)
-        check_layout(layout)
-        # refused now, before init measures for a minute (a dry run, on meta, reads no data)
-        if spec.dataset == "kits19" and settings.data is None and device.type != "meta":
-            raise UsageError("unet3d-kits19 trains on KiTS19: pass --data FOLDER (the kits19/data case folders, or "
-                             "the reference's preprocessed case_XXXXX_x.npy / _y.npy pairs); it is never downloaded")
-        return with_batch_settings(spec, settings, layout, "patches")
+    def describe(self, spec: Unet3DSpec) -> str:
+        return f"filters {'-'.join(map(str, spec.filters))}, {spec.patch}^3 patches"
 
     def build_job(self, spec: Unet3DSpec, ctx: ParallelContext, device: torch.device, seed: int,
                   settings: RunSettings) -> TrainJob:
-        check_layout(ctx.layout)
         split = ctx.main_first(lambda: load_data(spec, settings.data))  # one rank generates or preprocesses
         torch.manual_seed(seed)
         model = self.build_model(spec, ctx, device, settings)
@@ -117,20 +101,16 @@ def unet3d_job(spec: Unet3DSpec, model: torch.nn.Module, split: Split, seed: int
     def evaluate(m: torch.nn.Module, autocast, shard: tuple[int, int]) -> EvalShard:
         return dice_sums(m, split.eval, spec.patch_shape, spec.overlap, shard, autocast, device, spec.eval_batch)
 
-    return TrainJob(
-        name=spec.name,
-        benchmark=spec.mlperf_benchmark,
-        division="closed" if dataset == "kits19" else "open",
+    return member_job(
+        spec,
+        division=division(spec, dataset, RULES_DATASET),
         model=model,
         batch=lambda step, rows: sampler.batch(step, spec.global_batch_size, rows),
         loss=lambda m, b: dice_ce_loss(m(b["image"]), b["label"]),
         evaluate=evaluate,
         score=score,
-        quality=quality(spec),
         # the v3.1 unet3d logs count eval_accuracy's epoch_num in samples (168 per KiTS19 epoch)
         progress=Progress(unit="samples", units_per_sample=1, log_key="epoch_num", log_in="samples"),
-        global_batch_size=spec.global_batch_size,
-        micro_batch_size=spec.micro_batch_size,
         flops_per_sample=spec.flops_per_sample(),
         optimizer=optimizer(spec, len(split.train)),
         eval_schedule=EvalSchedule(every=spec.eval_every_samples, first=spec.eval_first_samples or None),

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from trainclock.distributed.context import ParallelContext, single_process
-from trainclock.train.step import train_step
+from trainclock.train.step import evaluate_shard, train_step
 from trainclock.workload import registry
 from trainclock.workload.base import RunSettings, RunSpec, TrainJob, Workload
 from timing import CPU, autocast_for, machine_peak, sync, timed, timed_at_peak
@@ -169,7 +169,7 @@ def timed_evaluation(bench: Bench, precision: str = "fp32") -> tuple[float, dict
     """Seconds of one whole evaluation (the job's evaluate over the whole validation set, then its
     score), and the metrics it gave."""
     start = time.perf_counter()
-    shard = bench.job.evaluate(bench.job.model, autocast_for(precision, bench.device), (0, 1))
+    shard = evaluate_shard(bench.job, autocast_for(precision, bench.device), (0, 1))
     metrics = bench.job.score(shard)
     sync(bench.device)
     return time.perf_counter() - start, metrics

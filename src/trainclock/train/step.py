@@ -14,6 +14,7 @@ from trainclock.distributed.pipeline import PipelineModel
 from trainclock.train.options import TrainOptions
 from trainclock.train.profile import FORWARD_BACKWARD, OPTIMIZER, NoProfiler
 from trainclock.workload.base import EvalShard, TrainJob
+from trainclock.workload.evaluation import evaluating
 
 NO_PROFILER = NoProfiler()
 
@@ -43,7 +44,7 @@ def warm_up(job: TrainJob, options: TrainOptions, ctx: ParallelContext, compiled
             job.loss(job.model, job.batches.to(first, options.device)).backward()
     job.model.zero_grad(set_to_none=True)
     if compiled:  # the evaluation's shapes compile now too, not inside the timed region
-        job.evaluate(job.model, autocast, (ctx.dp_rank, ctx.dp_size))
+        evaluate_shard(job, autocast, (ctx.dp_rank, ctx.dp_size))
 
 
 def train_step(job: TrainJob, optimizer: torch.optim.Optimizer, batch, micro_batch_size: int, autocast,
@@ -93,6 +94,13 @@ def evaluate(job: TrainJob, autocast, ctx: ParallelContext) -> dict[str, float]:
 
 def predictions(job: TrainJob, autocast, ctx: ParallelContext) -> EvalShard:
     """The evaluation's statistics over the whole validation set, summed and gathered across ranks."""
-    shard = job.evaluate(job.model, autocast, (ctx.dp_rank, ctx.dp_size))
+    shard = evaluate_shard(job, autocast, (ctx.dp_rank, ctx.dp_size))
     return EvalShard(sums={k: ctx.dp_sum(v.to(torch.float64)) for k, v in shard.sums.items()},
                      gathered=ctx.dp_gather(shard.gathered))
+
+
+def evaluate_shard(job: TrainJob, autocast, shard: tuple[int, int]) -> EvalShard:
+    """One rank's share of the evaluation, the model in evaluation mode without autograd for the
+    while: the loop switches modes, so a workload's evaluate only scores."""
+    with evaluating(job.model):
+        return job.evaluate(job.model, autocast, shard)

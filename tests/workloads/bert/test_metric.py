@@ -16,6 +16,7 @@ from trainclock.workloads.bert.data.instances import make_instances
 from trainclock.workloads.bert.metric import METRIC, mlm_sums, score
 from trainclock.workloads.bert.model import build_model
 from trainclock.workloads.bert.spec import BertShape
+from trainclock.workload.evaluation import evaluating
 
 
 def small_set(n: int = 37) -> dict[str, torch.Tensor]:
@@ -38,7 +39,8 @@ def test_summed_shards_give_the_accuracy_of_the_whole_set(ranks):
     torch.manual_seed(0)
     model = build_model(BertShape(n_layer=1, hidden=32, n_head=2, intermediate=64, vocab_size=200, max_positions=32), 0.0)
     data = small_set()
-    shards = [mlm_sums(model, data, 4, (r, ranks), contextlib.nullcontext, torch.device("cpu")) for r in range(ranks)]
+    with evaluating(model):  # as the loop evaluates
+        shards = [mlm_sums(model, data, 4, (r, ranks), contextlib.nullcontext, torch.device("cpu")) for r in range(ranks)]
     total = EvalShard(sums={k: sum(s.sums[k] for s in shards) for k in shards[0].sums})
     assert float(total.sums["mlm_count"]) == float((data["masked_lm_weights"] > 0).sum())
     assert score(total)[METRIC] == pytest.approx(direct_accuracy(model, data), abs=1e-12)

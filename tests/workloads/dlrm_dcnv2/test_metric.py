@@ -4,6 +4,8 @@ adds up to the single-process one, and it is not the mean of per-rank AUCs."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 import torch
@@ -15,6 +17,7 @@ from trainclock.workloads.dlrm_dcnv2.data.dataset import open_days
 from trainclock.workloads.dlrm_dcnv2.metric import predictions, score
 from trainclock.workloads.dlrm_dcnv2.model import build_model
 from trainclock.workloads.dlrm_dcnv2.spec import tier_shape
+from trainclock.workload.evaluation import evaluating
 
 
 def direct_auc(scores: np.ndarray, labels: np.ndarray) -> float:
@@ -44,9 +47,10 @@ def test_sharded_evaluation_gathers_exactly_the_single_process_predictions(tmp_p
     days = open_days(folder, 1, shape.rows, shape.multi_hot, global_batch_size=10)
     torch.manual_seed(0)
     model = build_model(shape)
-    run = lambda shard: predictions(model, days, 8, shard, torch.autograd.grad_mode.no_grad, torch.device("cpu"))  # noqa: E731
-    whole = run((0, 1)).gathered
-    parts = [item for rank in range(3) for item in run((rank, 3)).gathered]
+    run = lambda shard: predictions(model, days, 8, shard, contextlib.nullcontext, torch.device("cpu"))  # noqa: E731
+    with evaluating(model):  # as the loop evaluates
+        whole = run((0, 1)).gathered
+        parts = [item for rank in range(3) for item in run((rank, 3)).gathered]
     # the same rows in the same order (forwards of other sizes round differently in the last bits)
     assert torch.allclose(torch.cat([s for s, _ in parts]), torch.cat([s for s, _ in whole]), atol=1e-6)
     assert torch.equal(torch.cat([lab for _, lab in parts]), days.validation_rows(0, 51)["labels"])

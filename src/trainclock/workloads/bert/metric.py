@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from trainclock.workload.base import EvalShard
-from trainclock.workload.evaluation import equal_forwards, evaluating, shard_rows
+from trainclock.workload.evaluation import equal_forwards, shard_rows
 from trainclock.workloads.bert.data.batches import rows
 
 METRIC = "masked-LM accuracy"
@@ -22,15 +22,14 @@ def mlm_sums(model: nn.Module, data: dict[str, torch.Tensor], micro: int, shard:
     mine = shard_rows(n, shard)
     correct = torch.zeros((), dtype=torch.float64)
     count = torch.zeros((), dtype=torch.float64)
-    with evaluating(model):
-        for i in range(equal_forwards(n, shard[1], micro)):
-            index = list(mine[i * micro:(i + 1) * micro])
-            batch = rows(data, index or [0])
-            with autocast():
-                _, hits, masked = model(**{k: v.to(device) for k, v in batch.items()})
-            if index:
-                correct += hits.double().cpu()
-                count += masked.double().cpu()
+    for i in range(equal_forwards(n, shard[1], micro)):
+        index = list(mine[i * micro:(i + 1) * micro])
+        batch = rows(data, index or [0])
+        with autocast():
+            _, hits, masked = model(**{k: v.to(device) for k, v in batch.items()})
+        if index:
+            correct += hits.double().cpu()
+            count += masked.double().cpu()
     return EvalShard(sums={"mlm_correct": correct, "mlm_count": count})
 
 

@@ -10,7 +10,7 @@ from torch import nn
 from torchmetrics.functional.classification import binary_auroc
 
 from trainclock.workload.base import EvalShard
-from trainclock.workload.evaluation import equal_forwards, evaluating, shard_rows
+from trainclock.workload.evaluation import equal_forwards, shard_rows
 from trainclock.workloads.dlrm_dcnv2.data.dataset import CriteoDays
 from trainclock.workloads.dlrm_dcnv2.spec import METRIC
 
@@ -23,16 +23,15 @@ def predictions(model: nn.Module, days: CriteoDays, micro: int, shard: tuple[int
     mine = shard_rows(n, shard)
     first, last = mine.start, mine.stop
     scores, labels = [], []
-    with evaluating(model):
-        for i in range(equal_forwards(n, shard[1], micro)):
-            start = first + i * micro
-            stop = min(start + micro, last)
-            batch = days.validation_rows(start, stop) if stop > start else days.validation_rows(0, 1)
-            with autocast():
-                logits = model(batch["dense"].to(device), batch["sparse"].to(device))
-            if stop > start:
-                scores.append(torch.sigmoid(logits.float()).cpu())
-                labels.append(batch["labels"])
+    for i in range(equal_forwards(n, shard[1], micro)):
+        start = first + i * micro
+        stop = min(start + micro, last)
+        batch = days.validation_rows(start, stop) if stop > start else days.validation_rows(0, 1)
+        with autocast():
+            logits = model(batch["dense"].to(device), batch["sparse"].to(device))
+        if stop > start:
+            scores.append(torch.sigmoid(logits.float()).cpu())
+            labels.append(batch["labels"])
     return EvalShard(gathered=[(torch.cat(scores) if scores else torch.zeros(0), torch.cat(labels) if labels else torch.zeros(0))])
 
 

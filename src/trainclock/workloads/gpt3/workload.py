@@ -20,7 +20,7 @@ from trainclock.optim.adamw import AdamW
 from trainclock.optim.schedules import WarmupCosine
 from trainclock.workload.base import EvalSchedule, EvalShard, Progress, RunSettings, TrainJob
 from trainclock.workload.benchmark import BenchmarkWorkload, member_job
-from trainclock.workload.evaluation import equal_forwards, evaluating, shard_rows
+from trainclock.workload.evaluation import equal_forwards, shard_rows
 from trainclock.workload.spec_base import division
 from trainclock.workloads.gpt3.data.batches import train_batch, validation_set
 from trainclock.workloads.gpt3.data.prepare import prepare
@@ -150,15 +150,14 @@ def build_job(spec: GPT3Spec, data: str | None, seed: int, ctx: ParallelContext,
         rows = shard_rows(n_eval, shard)
         micro = spec.micro_batch_size
         total = torch.zeros((), dtype=torch.float64, device=device)
-        with evaluating(m):
-            for i in range(equal_forwards(n_eval, shard[1], micro)):
-                idx = list(rows[i * micro : (i + 1) * micro])
-                weight = len(idx)
-                idx = idx or [0]  # a rank out of rows still joins the forward, weighted 0
-                x, y = val_x[idx].to(device), val_y[idx].to(device)
-                with autocast():
-                    loss = m.pipeline_eval(x, y) if isinstance(m, PipelinedGPT) else m(x, y)
-                total += loss.double() * weight
+        for i in range(equal_forwards(n_eval, shard[1], micro)):
+            idx = list(rows[i * micro : (i + 1) * micro])
+            weight = len(idx)
+            idx = idx or [0]  # a rank out of rows still joins the forward, weighted 0
+            x, y = val_x[idx].to(device), val_y[idx].to(device)
+            with autocast():
+                loss = m.pipeline_eval(x, y) if isinstance(m, PipelinedGPT) else m(x, y)
+            total += loss.double() * weight
         return EvalShard(sums={"nll": total.cpu(), "sequences": torch.tensor(float(len(rows)), dtype=torch.float64)})
 
     def score(stats: EvalShard) -> dict[str, float]:

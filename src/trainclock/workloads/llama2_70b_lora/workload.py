@@ -18,7 +18,7 @@ from trainclock.distributed.parallelize import Materialize, ModelParallelism, pa
 from trainclock.errors import UsageError
 from trainclock.workload.base import EvalSchedule, EvalShard, Progress, RunSettings, TrainJob
 from trainclock.workload.benchmark import BenchmarkWorkload, member_job
-from trainclock.workload.evaluation import equal_forwards, evaluating, shard_rows
+from trainclock.workload.evaluation import equal_forwards, shard_rows
 from trainclock.workload.spec_base import division
 from trainclock.workloads.llama2_70b_lora.checkpoint import checkpoint_files, load_base_weights
 from trainclock.workloads.llama2_70b_lora.data import scrolls, task
@@ -189,17 +189,16 @@ def lora_job(spec: LoraSpec, model: nn.Module, train: task.TaskSplit, val: task.
         micro = spec.micro_batch_size
         nll = torch.zeros((), dtype=torch.float64, device=device)
         tokens = torch.zeros((), dtype=torch.float64, device=device)
-        with evaluating(m):
-            for i in range(equal_forwards(n_eval, shard[1], micro)):
-                idx = list(rows[i * micro: (i + 1) * micro])
-                weight = 1.0 if idx else 0.0  # a rank out of rows still joins the forward, weighted 0
-                idx = idx or [0]
-                x, y = val_x[idx].to(device), val_y[idx].to(device)
-                counted = (y != IGNORE).sum()
-                with autocast():
-                    mean = m(x, y)  # the mean over this micro-batch's summary tokens
-                nll += mean.double() * counted * weight
-                tokens += counted.double() * weight
+        for i in range(equal_forwards(n_eval, shard[1], micro)):
+            idx = list(rows[i * micro: (i + 1) * micro])
+            weight = 1.0 if idx else 0.0  # a rank out of rows still joins the forward, weighted 0
+            idx = idx or [0]
+            x, y = val_x[idx].to(device), val_y[idx].to(device)
+            counted = (y != IGNORE).sum()
+            with autocast():
+                mean = m(x, y)  # the mean over this micro-batch's summary tokens
+            nll += mean.double() * counted * weight
+            tokens += counted.double() * weight
         return EvalShard(sums={"nll": nll.cpu(), "tokens": tokens.cpu()})
 
     def score(stats: EvalShard) -> dict[str, float]:

@@ -10,7 +10,7 @@ from torch import nn
 from torchmetrics.functional.classification import multiclass_accuracy
 
 from trainclock.workload.base import EvalShard
-from trainclock.workload.evaluation import evaluating
+
 from trainclock.workloads.resnet.data.transforms import normalize
 
 METRIC = "top-1 accuracy"
@@ -30,13 +30,12 @@ def batch_hits(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor
 def top1_sums(model: nn.Module, batches, autocast, device: torch.device) -> EvalShard:
     correct = torch.zeros((), dtype=torch.float64)
     count = torch.zeros((), dtype=torch.float64)
-    with evaluating(model):
-        for images, labels in batches:
-            with autocast():
-                logits = model(normalize(images.to(device, non_blocking=True)))
-            hits, n = batch_hits(logits.cpu(), labels)
-            correct += hits
-            count += n
+    for images, labels in batches:
+        with autocast():
+            logits = model(normalize(images.to(device, non_blocking=True)))
+        hits, n = batch_hits(logits.cpu(), labels)
+        correct += hits
+        count += n
     return EvalShard(sums={"top1_correct": correct, "top1_count": count})
 
 

@@ -15,7 +15,7 @@ from trainclock.distributed.parallelize import ModelParallelism, build_paralleli
 from trainclock.errors import UsageError
 from trainclock.workload.base import EvalSchedule, EvalShard, Progress, RunSettings, TrainJob
 from trainclock.workload.benchmark import BenchmarkWorkload, member_job
-from trainclock.workload.evaluation import evaluating, shard_rows
+from trainclock.workload.evaluation import shard_rows
 from trainclock.workload.spec_base import division
 from trainclock.workloads.stable_diffusion import diffusion, metric
 from trainclock.workloads.stable_diffusion.cost import cost_model, unet_forward_flops
@@ -213,17 +213,16 @@ def generate_and_score(model: torch.nn.Module, spec: SDSpec, evals: EvalSet, sha
     lo, hi = mine.start, mine.stop
     features, cosine_sum = [], torch.zeros((), dtype=torch.float64)
     latent_shape = (spec.unet.channels, spec.unet.sample_size, spec.unet.sample_size)
-    with evaluating(model):
-        for start in range(lo, hi, EVAL_BATCH):
-            index = range(start, min(start + EVAL_BATCH, hi))
-            noise = torch.stack([torch.randn(latent_shape, generator=torch.Generator().manual_seed(EVAL_NOISE_SEED + i))
-                                 for i in index]).to(device)
-            ids = evals.ids[start:start + len(index)].to(device)
-            latents = diffusion.sample(model, ids, evals.empty_ids.to(device), noise, spec.ddim_steps, spec.guidance,
-                                       autocast)
-            images = evals.decode(latents.float() / spec.latent_scale).float().cpu()
-            features.append(evals.features(images).cpu())
-            cosine_sum += evals.clip_cosine(images, ids.cpu()).double().sum()
+    for start in range(lo, hi, EVAL_BATCH):
+        index = range(start, min(start + EVAL_BATCH, hi))
+        noise = torch.stack([torch.randn(latent_shape, generator=torch.Generator().manual_seed(EVAL_NOISE_SEED + i))
+                             for i in index]).to(device)
+        ids = evals.ids[start:start + len(index)].to(device)
+        latents = diffusion.sample(model, ids, evals.empty_ids.to(device), noise, spec.ddim_steps, spec.guidance,
+                                   autocast)
+        images = evals.decode(latents.float() / spec.latent_scale).float().cpu()
+        features.append(evals.features(images).cpu())
+        cosine_sum += evals.clip_cosine(images, ids.cpu()).double().sum()
     gathered = [torch.cat(features)] if features else []
     return EvalShard(sums={"cosine_sum": cosine_sum, "images": torch.tensor(float(hi - lo), dtype=torch.float64)},
                      gathered=gathered)

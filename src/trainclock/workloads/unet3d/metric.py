@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from trainclock.workload.base import EvalShard
-from trainclock.workload.evaluation import evaluating, shard_rows
+from trainclock.workload.evaluation import shard_rows
 from trainclock.workloads.unet3d.data.npy import Case
 from trainclock.workloads.unet3d.sliding_window import sliding_window
 
@@ -41,13 +41,12 @@ def dice_sums(model: nn.Module, cases: list[Case], roi: tuple[int, int, int], ov
     mine = cases[rows.start:rows.stop]
     net = getattr(model, "module", model)  # DDP: forwards of different counts per rank need no collectives
     total = torch.zeros(2, dtype=torch.float64)
-    with evaluating(net):
-        for case in mine:
-            image = torch.from_numpy(case.image[None].astype("float32", copy=True)).to(device)
-            label = torch.from_numpy(case.label[None].astype("uint8", copy=True)).to(device)
-            with autocast():
-                logits, cropped = sliding_window(net, image, label, roi, overlap, batch)
-            total += case_dice(logits, cropped).cpu()
+    for case in mine:
+        image = torch.from_numpy(case.image[None].astype("float32", copy=True)).to(device)
+        label = torch.from_numpy(case.label[None].astype("uint8", copy=True)).to(device)
+        with autocast():
+            logits, cropped = sliding_window(net, image, label, roi, overlap, batch)
+        total += case_dice(logits, cropped).cpu()
     return EvalShard(sums={"dice_sum": total, "cases": torch.tensor(float(len(mine)), dtype=torch.float64)})
 
 

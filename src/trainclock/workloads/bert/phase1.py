@@ -6,14 +6,13 @@ ratio leaves a random-init BERT on its unigram plateau far longer (measured: mas
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import torch
 
 from trainclock.optim.adamw import AdamW
 from trainclock.optim.schedules import WarmupCosine
-from trainclock.storage import atomic_writer
+from trainclock.storage import atomic_writer, cache_key
 from trainclock.workloads.bert.data.batches import train_batch
 from trainclock.workloads.bert.model import build_model
 from trainclock.workloads.bert.spec import BertSpec
@@ -23,8 +22,8 @@ PHASE1_BATCH = 32
 
 
 def phase1_path(folder: Path, spec: BertSpec) -> Path:
-    key = hashlib.sha256(f"{spec.shape}\0{spec.phase1_steps}\0{spec.phase1_learning_rate}\0{PHASE1_SEED}".encode())
-    return folder / f"phase1-{spec.name}-{key.hexdigest()[:12]}.pt"
+    key = cache_key(spec.shape, spec.phase1_steps, spec.phase1_learning_rate, PHASE1_SEED)
+    return folder / f"phase1-{spec.name}-{key}.pt"
 
 
 def make_phase1(spec: BertSpec, train: dict[str, torch.Tensor], path: Path) -> Path:

@@ -40,7 +40,7 @@ from trainclock.planner.model.convergence import ConvergenceModel, load_converge
 from trainclock.planner.model.hardware import Accelerator, by_alias
 from trainclock.planner.model.parallel_plan import Plan
 from trainclock.planner.model.predict import Prediction, predict
-from trainclock.planner.model.published_layouts import published_layout
+from trainclock.planner.model.published_layouts import PublishedLayout, published_layout, published_layouts
 from trainclock.planner.model.step_time import Efficiency, eval_seconds
 from trainclock.planner.model.workload_view import cost_model
 from trainclock.workload import registry
@@ -51,6 +51,7 @@ SCORES_CSV = "published_v3.1_scores.csv"
 GENERIC = {"sequence_parallel": False, "recompute": "none", "zero": 0, "overlap": True}
 DATA_PARALLEL = {"tp": 1, "pp": 1, "zero": 0}
 START_EFFICIENCY = 0.3  # where the fit starts, and the efficiency the search ranks layouts with
+UNKNOWN_BATCH_TIE = 0.01  # predicted times this close (fraction) do not tell an unknown batch
 # Above 1 where a cost model counts FLOPs the real runs skip (BERT's padding: the submissions pack
 # or unpad sequences, about half of a 512-token sample); the tables flag such fits.
 MAX_EFFICIENCY = 2.0
@@ -164,7 +165,7 @@ class Entry:
     def predicted_minutes(self, efficiency: Efficiency) -> float:
         p = self.prediction
         return predict(p.cost, p.accelerator, p.global_batch_size, p.plan, efficiency,
-                       units=p.units).time_to_train_s / 60
+                       samples=p.samples).time_to_train_s / 60
 
 
 @dataclass
@@ -225,7 +226,8 @@ def load_suite(folder: Path, catalogue: dict[str, Accelerator], mlperf_dir, only
                 left_out[f"{row.benchmark}: no cost model"] += 1
                 continue
             bench = benchmarks[row.benchmark] = Benchmark(row.benchmark, cost, load_convergence(cost, mlperf_dir))
-        entry = _plan_entry(bench, row, row.on_its_nodes(accelerator), published_layouts)
+        logged = logged_batch(_result_folder(folder, row, bench.key)) if published_layouts else None
+        entry = _plan_entry(bench, row, row.on_its_nodes(accelerator), published_layouts, logged)
         if entry is None:
             left_out[f"{row.benchmark}: no layout fits {row.count} x {accelerator.id}"] += 1
             continue
@@ -235,12 +237,52 @@ def load_suite(folder: Path, catalogue: dict[str, Accelerator], mlperf_dir, only
     return SuiteData(benchmarks, left_out)
 
 
-def _plan_entry(bench: Benchmark, row: ScoreRow, accelerator: Accelerator, use_published: bool = True) -> Entry | None:
+def _result_folder(folder: Path, row: ScoreRow, benchmark: str) -> Path:
+    return folder / "v3.1" / row.submitter / "results" / row.system / benchmark
+
+
+@dataclass(frozen=True)
+class LoggedBatch:
+    """The batch an entry's own result logs record (MLPerf's global_batch_size and
+    gradient_accumulation_steps keys, in its first result file)."""
+
+    global_batch_size: int
+    accumulation: int = 1
+    source: str = ""
+
+    def micro_batch(self, replicas: int) -> int | None:
+        per_step = replicas * self.accumulation
+        return self.global_batch_size // per_step if self.global_batch_size % per_step == 0 else None
+
+
+def logged_batch(folder: Path) -> LoggedBatch | None:
+    """The batch an entry ran where its result folder is in shared/ (None where it is not, or its
+    log records no global_batch_size)."""
+    files = sorted(folder.glob("result_*.txt")) if folder.is_dir() else []
+    if not files:
+        return None
+    values = {}
+    for e in read_events(files[0])[0]:
+        if e.key in ("global_batch_size", "gradient_accumulation_steps") and e.key not in values:
+            values[e.key] = e.value
+    try:
+        gbs, accumulation = int(values["global_batch_size"]), int(values.get("gradient_accumulation_steps") or 1)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return LoggedBatch(gbs, max(1, accumulation), f"{files[0].parent.name}/{files[0].name} (logged batch)") \
+        if gbs > 0 else None
+
+
+def _plan_entry(bench: Benchmark, row: ScoreRow, accelerator: Accelerator, use_published: bool = True,
+                logged: LoggedBatch | None = None) -> Entry | None:
     """The batch and layout the submission ran where a configuration file gives them (NVIDIA's,
-    planner/model/published_layouts.toml); else plain data parallelism where the model fits one device,
+    planner/model/published_layouts.toml); else the batch the entry's own logs in shared/ record
+    (global_batch_size, and the per-device batch where gradient_accumulation_steps says how many
+    micro-batches a step runs), data parallel; else plain data parallelism where the model fits one device,
     as the submissions of these models run; a search at one guessed efficiency would otherwise pick
     sharding or a pipeline whose traffic only that efficiency hides, and the fit could not move the
-    time (BERT went FSDP)."""
+    time (BERT went FSDP). Where the search's batches tie, the one nearest the published batch on
+    the accelerator (_unknown_batch)."""
     published = published_layout(bench.key, accelerator.id, row.count) if use_published else None
     if published is not None:
         try:
@@ -251,19 +293,56 @@ def _plan_entry(bench: Benchmark, row: ScoreRow, accelerator: Accelerator, use_p
             found = None
         if found is not None and found.ranked:
             return Entry(row, accelerator, found.ranked[0], published.source)
+    if published is None and logged is not None:
+        micro_batch = logged.micro_batch(row.count)
+        for given in ([{**DATA_PARALLEL, "micro_batch": micro_batch}] if micro_batch else []) + [DATA_PARALLEL]:
+            try:
+                found = search.search(bench.cost, accelerator, row.count, Efficiency(START_EFFICIENCY),
+                                      template(accelerator), given, logged.global_batch_size, bench.convergence)
+            except UsageError:  # its batch lies outside the convergence data
+                break
+            if found.ranked:
+                return Entry(row, accelerator, found.ranked[0], logged.source)
+    nearest = nearest_published(bench.key, accelerator.id, row.count) if use_published and logged is None else None
     for given in (DATA_PARALLEL, {}):
         found = search.search(bench.cost, accelerator, row.count, Efficiency(START_EFFICIENCY), template(accelerator),
                               given, None, bench.convergence)
         if found.ranked:
-            return Entry(row, accelerator, found.ranked[0])
+            return Entry(row, accelerator, *_unknown_batch(found.ranked, nearest))
     return None
+
+
+def _unknown_batch(ranked: list[Prediction], nearest: PublishedLayout | None) -> tuple[Prediction, str]:
+    """The plan for an entry whose batch nothing records, from the search's ranking at the start
+    efficiency. Batches whose predicted times lie within UNKNOWN_BATCH_TIE of the fastest are not told
+    apart by the model (a per-sample cost the same at each, the convergence points a fraction of a
+    percent apart), yet their step counts can differ twofold, and the fit reads a fixed cost per
+    step from step counts. Among those, the one nearest (by ratio) the global batch a published
+    configuration ran on this accelerator at the nearest scale, the only record of what batch the
+    submissions there choose; with none, the fastest."""
+    best = ranked[0]
+    if nearest is None:
+        return best, SEARCHED
+    tied = [p for p in ranked if p.time_to_train_s <= best.time_to_train_s * (1 + UNKNOWN_BATCH_TIE)]
+    chosen = min(tied, key=lambda p: abs(math.log(p.global_batch_size / nearest.global_batch_size)))
+    if chosen.global_batch_size == best.global_batch_size:
+        return best, SEARCHED
+    return chosen, (f"{SEARCHED}, batch {chosen.global_batch_size:,} as near {nearest.global_batch_size:,} "
+                    f"({nearest.count} x, {nearest.source.rsplit('/', 1)[-1]})")
+
+
+def nearest_published(benchmark: str, accelerator_id: str, count: int) -> PublishedLayout | None:
+    """The published layout of `benchmark` on `accelerator_id` nearest `count` (by ratio; the smaller
+    on a tie), whose global batch an entry of unknown batch is planned with."""
+    rows = published_layouts(benchmark, accelerator_id)
+    return min(rows, key=lambda p: (abs(math.log(count / p.count)), p.count)) if rows else None
 
 
 def _attach_timing(bench: Benchmark, folder: Path) -> None:
     """The benchmark's one result folder in shared/ whose entry is in the table."""
     for accelerator_id, entries in bench.groups.items():
         for entry in entries:
-            logs = folder / "v3.1" / entry.row.submitter / "results" / entry.row.system / bench.key
+            logs = _result_folder(folder, entry.row, bench.key)
             if logs.is_dir():
                 timing = eval_timing(logs, entry.row.key, entry.row.count)
                 if timing is not None:

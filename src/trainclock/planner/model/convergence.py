@@ -1,7 +1,8 @@
 """How far a run trains to reach its quality target, as a function of the global batch size: the
 workload's convergence points (MLPerf's RCPs, or trainclock's own reference runs), interpolated
 linearly between batch sizes as MLPerf's RCP checker does. A run stops at the first evaluation
-past the target, so what it trains rounds up to a whole number of evaluation intervals.
+past the target, so what it trains rounds up to a whole number of evaluation intervals; the points,
+means over such runs, are what a submission's runs train on average (expected_samples).
 
 Points come in the benchmark's progress unit (tokens for GPT-3); the planner counts samples."""
 
@@ -53,6 +54,15 @@ class ConvergenceModel:
         return replace(self, points=(*self.points, (global_batch_size, units)),
                        source=f"{self.source}, extrapolated from global batch {b1:,} to {global_batch_size:,} along "
                               f"its last two points")
+
+    def expected_samples(self, global_batch_size: int) -> int:
+        """Samples the runs of a submission train on average, in whole steps: the points are already
+        means over reference runs that each stopped at an evaluation (4.15 epochs: some runs
+        stopped at the 4th, some at the 5th), so their mean is not rounded up to a whole interval
+        again, which would charge a partial evaluation interval (a fifth of the training for 4.15
+        epochs) that the average run does not train."""
+        needed = self.units_needed(global_batch_size) / self.units_per_sample
+        return math.ceil(needed / global_batch_size - 1e-9) * global_batch_size
 
     def samples_to_target(self, global_batch_size: int, interval_samples: int) -> int:
         """Samples trained until the first evaluation at or past the target."""

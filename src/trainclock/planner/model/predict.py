@@ -83,21 +83,27 @@ class Prediction:
 
 
 def predict(cost: WorkloadCost, accelerator: Accelerator, global_batch_size: int, plan: Plan, efficiency: Efficiency,
-            convergence: ConvergenceModel | None = None, units: float | None = None) -> Prediction:
+            convergence: ConvergenceModel | None = None, units: float | None = None,
+            samples: int | None = None) -> Prediction:
     """Give `units` (of cost.progress_unit, e.g. tokens) to train that many, rounded up to an
-    evaluation; else `convergence` decides."""
+    evaluation; else `samples` (an earlier prediction's, kept as they are); else `convergence`
+    decides: the samples its points say the runs train on average, in whole steps, and as many
+    evaluations as fit in them (at least one: the run stops at an evaluation)."""
     require_valid(plan, cost, plan.accelerators, global_batch_size)
     interval = eval_interval_samples(cost, global_batch_size)
     if units is not None:
         samples = math.ceil(units / cost.units_per_sample / interval) * interval
         source = "given (--tokens), rounded up to an evaluation"
+    elif samples is not None:
+        source = "as planned"
     elif convergence is not None:
-        samples, source = convergence.samples_to_target(global_batch_size, interval), convergence.source
+        samples, source = convergence.expected_samples(global_batch_size), convergence.source
     else:
-        raise ValueError("predict needs units or a convergence model")
+        raise ValueError("predict needs units, samples or a convergence model")
+    evaluations = samples // interval if samples % interval == 0 else max(1, round(samples / interval))
     return Prediction(
         cost=cost, accelerator=accelerator, global_batch_size=global_batch_size, plan=plan, efficiency=efficiency,
-        samples=samples, samples_source=source, steps=samples // global_batch_size, evaluations=samples // interval,
+        samples=samples, samples_source=source, steps=samples // global_batch_size, evaluations=evaluations,
         step=step_time(cost, global_batch_size, plan, accelerator, efficiency),
         eval_s=eval_seconds(cost, plan, accelerator, efficiency),
         memory=memory_per_accelerator(cost, global_batch_size, plan, accelerator),

@@ -57,4 +57,4 @@ def _rerun(p: Prediction, owner: str, field: str, value: float) -> Prediction:
         efficiency = replace(efficiency, **{field: min(value, 1.0) if field in ("compute", "eval_compute") else value})
     else:
         accelerator = replace(accelerator, **{field: value})
-    return predict(p.cost, accelerator, p.global_batch_size, p.plan, efficiency, units=p.units)
+    return predict(p.cost, accelerator, p.global_batch_size, p.plan, efficiency, samples=p.samples)

@@ -78,6 +78,7 @@ class ScoreRow:
     count: int
     score_minutes: float
     nodes: int = 1
+    round: str = ""  # the MLPerf round the score was published in, as the table gives it: its logs are under v<round>/
 
     @property
     def key(self) -> str:
@@ -100,7 +101,7 @@ def read_scores(folder: Path) -> list[ScoreRow]:
             rows = list(csv.DictReader(f))
         return [ScoreRow(r["benchmark"], r["division"], r["submitter"], r["system"], r["accelerator_model_name"],
                          int(r["accelerators_count"]), float(r["official_score_minutes"]),
-                         int(float(r["number_of_nodes"])))  # written "1.0" in places
+                         int(float(r["number_of_nodes"])), r["round"])  # nodes written "1.0" in places
                 for r in rows]
     except (OSError, UnicodeDecodeError, csv.Error, KeyError, ValueError, TypeError) as e:
         raise DataError(f"{path}: unreadable published scores ({type(e).__name__}: {e}); it should be the CSV "

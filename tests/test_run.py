@@ -216,17 +216,19 @@ def test_corrupt_data_aborts_init_and_leaves_no_result(tmp_path, corpus_dir, cap
 
 def test_the_log_says_how_it_counts_progress_as_the_codec_reads_it_back():
     from trainclock.mllog.progress import ProgressCodec
-    from trainclock.train.run import progress_codec
     from trainclock.workload.base import Progress
 
+    counts = {"units": [0, 640 * 2048, 6400 * 2048], "samples": [0, 640, 6400], "epochs": [0.0, 0.64, 6.4],
+              "steps": [0, 10, 100]}
     for progress in (Progress("tokens", 2048, "epoch_num", "units"), Progress("samples", 1, "samples_count", "samples"),
                      Progress("images", 1, "epoch_num", "epochs", samples_per_epoch=1000),
                      Progress("images", 1, "step_num", "steps", samples_per_step=64)):
-        codec = progress_codec(progress)
+        codec = progress.codec  # the one place a count is computed: the log writer's and the loop's
         key, unit, metadata = codec.header()
         assert (key, unit, metadata) == ("trainclock_progress_unit", progress.unit, {
             "per_sample": progress.units_per_sample, "logged_in": progress.log_in,
             "samples_per_epoch": progress.samples_per_epoch})
-        assert [codec.count(n) for n in (0, 640, 6400)] == [progress.log_count(n) for n in (0, 640, 6400)]
+        assert [codec.count(n) for n in (0, 640, 6400)] == counts[progress.log_in]
+        assert [codec.units_in(n) for n in (0, 640)] == [0, 640 * progress.units_per_sample]
         read = ProgressCodec.read(unit, metadata, progress.samples_per_step)
         assert read.units(codec.count(6400)) == 6400 * progress.units_per_sample

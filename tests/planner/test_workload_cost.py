@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import pytest
 
 from trainclock.errors import DataError
+from trainclock.mllog.progress import ProgressCodec
 from trainclock.planner.model import search
 from trainclock.planner.model.convergence import load_convergence
 from trainclock.planner.model.feasibility import layout_problems
@@ -33,8 +34,7 @@ class Classifier(WorkloadCost):
     flops_per_sample: SampleFlops = SampleFlops(weights=3 * 8e9)  # all convolutions: weights' matmuls
     boundary_values_per_sample: float = 0
     optimizer_state_bytes_per_parameter: float = 4  # SGD momentum
-    progress_unit: str = "epochs"
-    units_per_sample: float = 1 / IMAGES
+    progress: ProgressCodec = ProgressCodec("images", 1, "epochs", samples_per_epoch=IMAGES)  # its log counts epochs
     sample_noun: str = "images"
     reference_batch_size: int = 1024
     eval_every_samples: int = IMAGES  # every epoch
@@ -50,6 +50,7 @@ class Classifier(WorkloadCost):
 def test_a_non_transformer_is_planned_data_parallel_with_the_defaults():
     cost = Classifier()
     assert isinstance(cost, WorkloadCost)
+    assert (cost.progress_unit, cost.units_per_sample) == ("epochs", 1 / IMAGES)  # from its progress codec
     assert (cost.output_bytes(32, 1), cost.tp_collectives_per_layer, cost.measured_efficiency()) == (0.0, 2, None)
     convergence = load_convergence(cost, lambda: pytest.fail("no MLPerf data needed"))
     acc = accelerator()
@@ -87,3 +88,15 @@ def test_rcps_are_read_in_the_units_their_round_counts(tmp_path):
     samples = rcp_convergence(tmp_path, "llama2_70b_lora", "6.1")
     assert epochs.source == "MLPerf RCPs training_3.1.0" and samples.source == "MLPerf RCPs training_6.1.0"
     assert dict(samples.points)[8] > 1000 and all(bs > 0 and units > 0 for bs, units in epochs.points)
+
+
+@pytest.mark.parametrize("member", ["gpt3-175b", "bert-large", "resnet-50", "sd-laion400m", "llama2_70b_lora-70b",
+                                    "dlrm-criteo1tb"])
+def test_the_plan_counts_progress_as_the_members_log_does(member):
+    from trainclock.planner.model.workload_view import cost_model
+
+    cost = cost_model(member)
+    codec = cost.progress  # the codec of the Progress its runs log (workloads/<name>/cost.py run_progress)
+    samples = 64 * cost.reference_batch_size
+    logged = codec.count(samples) * (codec.samples_per_step if codec.logged_in == "steps" else 1)
+    assert logged == pytest.approx(samples * cost.units_per_sample)  # a logged step is a batch of samples

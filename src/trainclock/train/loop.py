@@ -118,7 +118,7 @@ def train(job: TrainJob, optimizer: torch.optim.Optimizer, options: TrainOptions
         state = LoopState(next_eval=job.eval_schedule.first_at())
         log.start("run_start")
         log.start("block_start", metadata={"first_epoch_num": 0,
-                                           "epoch_count": job.progress.log_count(job.eval_schedule.every)})
+                                           "epoch_count": job.progress.codec.count(job.eval_schedule.every)})
     profiler = (StepProfiler(options.profile_steps, options.profile_trace)
                 if options.profile_steps and options.profile_trace is not None else NO_PROFILER)
     rows = ctx.dp_slice(job.global_batch_size)
@@ -154,6 +154,7 @@ class Trainer:
         self.max_samples = options.max_samples or job.max_samples
         self.micro = local_micro_batch(job, ctx)
         self.count_key = job.progress.log_key
+        self.codec = job.progress.codec  # how the log counts progress (mllog.progress)
         self.clock_start = time.perf_counter() - state.elapsed_seconds
         self.pending: list[_Pending] = []
 
@@ -171,7 +172,7 @@ class Trainer:
             rate = self.read_losses(interval_start)
             if state.diverged:
                 break
-            count_now = self.job.progress.log_count(state.samples)
+            count_now = self.codec.count(state.samples)
             point = EvalPoint(state.steps - 1, state.samples, count_now)
             reached = False
             if self.scoring is not None and self.scoring.pending:  # taken before another evaluation or a checkpoint
@@ -197,8 +198,7 @@ class Trainer:
                 break
             if state.block_first == count_now:
                 self.log.start("block_start", metadata={"first_epoch_num": state.block_first,
-                                                        "epoch_count": self.job.progress.log_count(
-                                                            self.job.eval_schedule.every)})
+                                                        "epoch_count": self.codec.count(self.job.eval_schedule.every)})
             if checkpointing:
                 self.checkpoint(state)
             interval_start = time.perf_counter()  # evaluation, logging and checkpoints are not training time
@@ -227,19 +227,19 @@ class Trainer:
             done = _read(self.pending, self.ctx, interval_start)  # waits for the device: the time is real
         self.pending = []
         state.train_seconds += done.seconds
-        rate = job.global_batch_size * job.progress.units_per_sample * len(done.steps) / done.seconds
+        rate = self.codec.units_in(job.global_batch_size * len(done.steps)) / done.seconds
         diverged_at = done.first_not_finite()
         kept = len(done.steps) if diverged_at is None else diverged_at + 1
         with self.profiler.region(LOGGING):
             for step, loss, grad in zip(done.steps[:kept], done.losses, done.grad_norms):
                 _write(self.metrics, {"step": step.step, "samples": step.samples,
-                                      "units": step.samples * job.progress.units_per_sample,
+                                      "units": self.codec.units_in(step.samples),
                                       "time_s": round(step.time_s, 4), "loss": loss, "lr": step.lr,
                                       **({"grad_norm": grad} if grad is not None else {}), "units_per_s": rate})
         state.final_loss = done.losses[kept - 1]
         if diverged_at is not None:
             self.log.event("trainclock_diverged", None,
-                           metadata={self.count_key: job.progress.log_count(done.steps[diverged_at].samples)})
+                           metadata={self.count_key: self.codec.count(done.steps[diverged_at].samples)})
             state.diverged = True
         return rate
 
@@ -299,7 +299,7 @@ class Trainer:
         log.end("eval_stop", metadata={self.count_key: point.count})
         state.evals.append((point.count, values))
         _write(self.metrics, {"step": point.step, "samples": point.samples,
-                              "units": point.samples * job.progress.units_per_sample, "time_s": time_s,
+                              "units": self.codec.units_in(point.samples), "time_s": time_s,
                               "eval": values})
         self.progress.evaluated(values)
         return job.reached(values) and not self.options.full_curve
@@ -310,17 +310,17 @@ class Trainer:
         if self.scoring is not None and self.scoring.pending and not state.diverged:  # it may still pass
             if self.record_eval(*self.scoring.take(wait=True), self.elapsed_rounded()):
                 state.status = "success"
-        if state.block_first != job.progress.log_count(state.samples):
+        if state.block_first != self.codec.count(state.samples):
             log.end("block_stop", metadata={"first_epoch_num": state.block_first})
         if "train_samples" not in job.log_keys:  # some rules want the training set's size, logged at init by the job
-            log.event("train_samples", job.progress.log_count(state.samples))
+            log.event("train_samples", self.codec.count(state.samples))
         stop_ms = None
         if job.eval_schedule.offline and not state.diverged:
             stop_ms = self.score_snapshots()
             self.snapshots.clear()
         # an offline run ends when its first passing model was saved, as the submissions' logs do
         log.end("run_stop", metadata={"status": state.status}, time_ms=stop_ms)
-        return TrainOutcome(state.status, state.steps, state.samples, state.samples * job.progress.units_per_sample,
+        return TrainOutcome(state.status, state.steps, state.samples, self.codec.units_in(state.samples),
                             state.train_seconds, state.evals, state.final_loss, state.diverged)
 
     def score_snapshots(self) -> int | None:

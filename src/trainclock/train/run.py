@@ -34,7 +34,6 @@ from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
 from trainclock.errors import DataError, ResourceError, UsageError, file_error
 from trainclock.mllog import NullLog, RunLog
-from trainclock.mllog.progress import ProgressCodec
 from trainclock.mllog.reader import read_events
 from trainclock.mllog.time_to_train import time_to_train_ms
 from trainclock.storage import atomic_write_text
@@ -42,7 +41,7 @@ from trainclock.train.loop import LoopState, TrainOutcome, train
 from trainclock.train.options import TrainOptions
 from trainclock.train.progress import TrainProgress
 from trainclock.train.step import local_micro_batch, warm_up
-from trainclock.workload.base import Progress, QualityTarget, RunSettings, RunSpec, TrainJob, Workload
+from trainclock.workload.base import QualityTarget, RunSettings, RunSpec, TrainJob, Workload
 
 
 @dataclass(frozen=True)
@@ -613,15 +612,9 @@ def log_header(log: RunLog, job: TrainJob, request: RunRequest, system_name: str
     log.event("eval_samples", job.eval_samples)
     for target in job.quality:
         log.event("trainclock_target", target.threshold, metadata={"metric": target.metric, "direction": target.direction})
-    key, unit, metadata = progress_codec(job.progress).header()  # how the log's counts are written (mllog.progress)
+    key, unit, metadata = job.progress.codec.header()  # how the log's counts are written (mllog.progress)
     log.event(key, unit, metadata=metadata)
     log.event("trainclock_precision", request.options.precision)
     # intra-op threads per process: a CPU run's speed depends on them, and a plan for this CPU must match them
     log.event("trainclock_threads", torch.get_num_threads())
     log.event("trainclock_compile", request.settings.compile)
-
-
-def progress_codec(progress: Progress) -> ProgressCodec:
-    """The codec of a benchmark's progress: how its log writes counts, and how they read back."""
-    return ProgressCodec(progress.unit, progress.units_per_sample, progress.log_in, progress.samples_per_epoch,
-                         progress.samples_per_step)

@@ -10,11 +10,13 @@ import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import torch
 from torch import nn
 
+from trainclock.mllog.progress import ProgressCodec
 from trainclock.workload.batches import TreeBatch
 
 if TYPE_CHECKING:
@@ -68,14 +70,12 @@ class Progress:
     samples_per_epoch: int | None = None  # needed when log_in is "epochs"
     samples_per_step: int | None = None  # needed when log_in is "steps": the global batch size
 
-    def log_count(self, samples: int) -> int | float:
-        if self.log_in == "units":
-            return samples * self.units_per_sample
-        if self.log_in == "epochs":
-            return samples / self.samples_per_epoch
-        if self.log_in == "steps":
-            return samples // self.samples_per_step
-        return samples
+    @cached_property
+    def codec(self) -> ProgressCodec:
+        """How the log writes this progress (codec.count: the count after so many samples;
+        codec.header: the event that says so) and how the counts read back (mllog.progress)."""
+        return ProgressCodec(self.unit, self.units_per_sample, self.log_in, self.samples_per_epoch,
+                             self.samples_per_step)
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,10 @@ the cluster (precision, sharding, schedules, links). How the planner uses each p
   that way); pipeline x virtual stages must divide `layers` (1: no pipeline). Every layer crosses
   `tp_collectives_per_layer` all-reduces of `boundary_values_per_sample` values per sample each
   way under tensor parallelism; a pipeline stage sends that many values per sample to the next.
-- progress and convergence: MLPerf counts progress in a unit (`progress_unit`: tokens for GPT-3,
-  epochs for ResNet-50, samples for BERT and DLRM), `units_per_sample` of it per sample;
+- progress and convergence: `progress` is the codec of the progress the member's runs log (the
+  job's Progress.codec, mllog.progress), so the plan and the log count alike; from it, MLPerf counts
+  progress in a unit (`progress_unit`: tokens for GPT-3, epochs for ResNet-50 and DLRM, samples for
+  BERT and Stable Diffusion, whose log counts steps), `units_per_sample` of it per sample;
   `convergence` gives, per global batch size, the units a run needs to reach the target (MLPerf's
   RCPs or trainclock's own reference runs); runs evaluate every `eval_every_samples` over
   `eval_samples` samples.
@@ -55,6 +57,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from trainclock.errors import DataError, UsageError
+from trainclock.mllog.progress import ProgressCodec
 
 RECOMPUTE = ("none", "selective", "full")  # what a layer keeps for its backward pass, see layer_activation_bytes
 
@@ -94,8 +97,7 @@ class WorkloadCost(Protocol):
     flops_per_sample: SampleFlops
     boundary_values_per_sample: float  # activation values that cross a layer boundary per sample
     optimizer_state_bytes_per_parameter: float  # per trained parameter, e.g. Adam: two fp32 moments = 8
-    progress_unit: str  # what MLPerf counts progress in: "tokens", "epochs", "samples"
-    units_per_sample: float  # progress units per sample (GPT-3: tokens per sequence)
+    progress: ProgressCodec  # how the member's runs log their progress (its job's Progress.codec)
     sample_noun: str  # plural, as printed after a count: "sequences of 2048 tokens", "images"
     reference_batch_size: int  # the benchmark's default global batch size, in samples
     eval_every_samples: int  # training samples between evaluations
@@ -107,6 +109,16 @@ class WorkloadCost(Protocol):
         `recompute` is one of RECOMPUTE: none, selective (drop what is cheap to recompute),
         full (keep only the layer's input)."""
         ...
+
+    @property
+    def progress_unit(self) -> str:
+        """What MLPerf counts progress in, from `progress`: "tokens", "epochs", "samples"."""
+        return plan_progress(self.progress)[0]
+
+    @property
+    def units_per_sample(self) -> float:
+        """Progress units (progress_unit) per sample, from `progress` (GPT-3: tokens per sequence)."""
+        return plan_progress(self.progress)[1]
 
     def output_bytes(self, micro_batch: int, tp: int) -> float:
         """Bytes of the model's output and its gradient on the last pipeline stage for one
@@ -173,6 +185,18 @@ class WorkloadCost(Protocol):
         """(model FLOP utilization, where it comes from) of trainclock's own recorded runs of this
         member on this machine's CPU, for planning `this-cpu`; None when none are recorded."""
         return None
+
+
+def plan_progress(codec: ProgressCodec) -> tuple[str, float]:
+    """(unit, units per sample) a plan counts progress in, for a log that counts as `codec` says: what
+    the log counts, in a unit no batch size changes. The progress unit where the log counts it (gpt3:
+    tokens), epochs where it counts epochs (samples_per_epoch samples each), else samples: a logged
+    step is a global batch of them, and the plan picks the batch."""
+    if codec.logged_in == "units":
+        return codec.unit, codec.units_per_sample
+    if codec.logged_in == "epochs":
+        return "epochs", 1.0 / codec.samples_per_epoch
+    return "samples", 1.0
 
 
 def transformer_layer_activation_bytes(seq_len: int, micro_batch: int, hidden: int, heads: int, tp: int,

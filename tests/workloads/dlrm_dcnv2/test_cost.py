@@ -59,7 +59,8 @@ def test_plan_full_size_takes_epochs_to_target_from_the_rules_rcps():
     proc = plan("dlrm_dcnv2", "--accelerator", "h100-sxm", "--count", "8", "--gbs", "65536")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "26.2B parameters" in proc.stdout and "MLPerf RCPs training_3.1.0" in proc.stdout
-    assert "epochs to target │ 0.80" in proc.stdout  # the 65,536 RCP (mean 0.793) at the eval cadence
+    # the 65,536 RCP mean (0.793) in whole steps: its runs each stopped at an evaluation already
+    assert "epochs to target │ 0.79" in proc.stdout
 
 
 @pytest.mark.slow

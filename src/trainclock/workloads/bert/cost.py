@@ -12,12 +12,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from trainclock.mllog.progress import ProgressCodec
+from trainclock.workload.base import Progress
 from trainclock.workload.cost_model import SampleFlops, WorkloadCost, transformer_layer_activation_bytes
 from trainclock.workload.spec_cost import LayerStackCost
 from trainclock.workloads.bert.spec import MEMBERS, MLPERF_ROUND, BertSpec, get_member
 
 LAMB_STATE_BYTES = 8  # two fp32 moments per parameter
 LOGIT_BYTES = 4 * 2  # fp32 logits and their gradient
+
+
+def run_progress(spec: BertSpec) -> Progress:
+    """How a run of `spec` counts its progress: the job's (workload.py) and, as its codec, the cost
+    model's, so that the plan and the log count alike."""
+    # MLPerf bert counts progress in samples, logged under epoch_num (train_samples, eval_accuracy)
+    return Progress(unit="samples", units_per_sample=1, log_key="epoch_num", log_in="samples")
 
 
 @dataclass(frozen=True)
@@ -49,8 +58,10 @@ class BertCost(LayerStackCost):
         return self.spec.seq_len * self.spec.shape.hidden
 
     optimizer_state_bytes_per_parameter = LAMB_STATE_BYTES
-    progress_unit = "samples"  # MLPerf bert logs train_samples and eval epoch_num in samples
-    units_per_sample = 1
+
+    @property
+    def progress(self) -> ProgressCodec:
+        return run_progress(self.spec).codec
 
     @property
     def sample_noun(self) -> str:

@@ -24,6 +24,8 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from trainclock.mllog.progress import ProgressCodec
+from trainclock.workload.base import Progress
 from trainclock.workload.cost_model import SampleFlops, WorkloadCost
 from trainclock.workload.spec_base import MemberSet
 from trainclock.workload.spec_cost import SpecCost
@@ -100,6 +102,15 @@ def train_flops_per_image(spec: DetectionSpec) -> float:
     return 3.0 * forward_costs(spec.shape).total(*expected_rois(spec.shape))  # forward + backward, 1:2
 
 
+def run_progress(spec: DetectionSpec, samples_per_epoch: int | None = None) -> Progress:
+    """How a run of `spec` counts its progress: the job's (workload.py) and, as its codec, the cost
+    model's, so that the plan and the log count alike. `samples_per_epoch`: the training set's own
+    size, where the job counts it from its data (default: the spec's)."""
+    # both benchmarks' logs count eval_accuracy's epoch_num in epochs
+    return Progress(unit="images", units_per_sample=1, log_key="epoch_num", log_in="epochs",
+                    samples_per_epoch=samples_per_epoch or spec.train_images)
+
+
 @dataclass(frozen=True)
 class DetectionCost(SpecCost):
     mlperf_round = MLPERF_ROUND
@@ -116,7 +127,11 @@ class DetectionCost(SpecCost):
     other_parameters = 0.0
     boundary_values_per_sample = 0.0
     tp_collectives_per_layer = 0
-    progress_unit = "epochs"
+
+    @property
+    def progress(self) -> ProgressCodec:
+        return run_progress(self.spec).codec
+
     sample_noun = "images"
 
     @property
@@ -138,10 +153,6 @@ class DetectionCost(SpecCost):
     @property
     def flops_per_sample(self) -> SampleFlops:
         return SampleFlops(weights=train_flops_per_image(self.spec))
-
-    @property
-    def units_per_sample(self) -> float:
-        return 1.0 / self.spec.train_images
 
     @property
     def eval_samples(self) -> int:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainclock.mllog.progress import ProgressCodec
+from trainclock.workload.base import Progress
 from trainclock.workload.cost_model import SampleFlops
 from trainclock.workload.spec_cost import SpecCost
 from trainclock.workloads.dlrm_dcnv2.sharding import table_plan
@@ -27,6 +29,15 @@ from trainclock.workloads.dlrm_dcnv2.spec import MEMBERS, MLPERF_ROUND, DlrmSpec
 ADAGRAD_STATE_BYTES = 4  # one fp32 sum of squared gradients per parameter
 FP32 = 4
 INDEX_BYTES = 8  # an int64 row id of a sparse gradient
+
+
+def run_progress(spec: DlrmSpec, samples_per_epoch: int | None = None) -> Progress:
+    """How a run of `spec` counts its progress: the job's (workload.py) and, as its codec, the cost
+    model's, so that the plan and the log count alike. `samples_per_epoch`: the training set's own
+    size, where the job counts it from its data (default: the spec's)."""
+    # MLPerf dlrm_dcnv2 logs progress as the fraction of the epoch under epoch_num
+    return Progress(unit="samples", units_per_sample=1, log_key="epoch_num", log_in="epochs",
+                    samples_per_epoch=samples_per_epoch or spec.samples_per_epoch)
 
 
 @dataclass(frozen=True)
@@ -108,12 +119,12 @@ class DlrmCost(SpecCost):
                     grads += gbs * shape.multi_hot[t] * looked_up / (ranks if placement == "row" else 1)
             fullest = max(fullest, row * plan.rows_on(rank) + grads)
         return dense + fullest
-    progress_unit = "epochs"
-    sample_noun = "click samples"
 
     @property
-    def units_per_sample(self) -> float:
-        return 1.0 / self.spec.samples_per_epoch
+    def progress(self) -> ProgressCodec:
+        return run_progress(self.spec).codec
+
+    sample_noun = "click samples"
 
     @property
     def eval_samples(self) -> int:

@@ -13,12 +13,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from trainclock.mllog.progress import ProgressCodec
+from trainclock.workload.base import Progress
 from trainclock.workload.cost_model import SampleFlops, WorkloadCost, transformer_layer_activation_bytes
 from trainclock.workload.spec_cost import LayerStackCost
 from trainclock.workloads.gpt3.spec import MEMBERS, MLPERF_ROUND, GPT3Spec, get_member, target_evidence
 
 LOGIT_BYTES = 4 * 2  # fp32 logits and their gradient, per vocabulary entry and token
 ADAM_STATE_BYTES = 8  # two fp32 moments per parameter
+
+
+def run_progress(spec: GPT3Spec) -> Progress:
+    """How a run of `spec` counts its progress: the job's (workload.py) and, as its codec, the cost
+    model's, so that the plan and the log count alike."""
+    # MLPerf gpt3 counts progress (epoch_num, train_samples) in tokens
+    return Progress(unit="tokens", units_per_sample=spec.seq_len, log_key="epoch_num", log_in="units")
 
 
 @dataclass(frozen=True)
@@ -51,11 +60,10 @@ class GPT3Cost(LayerStackCost):
         return self.spec.seq_len * self.spec.shape.d_model
 
     optimizer_state_bytes_per_parameter = ADAM_STATE_BYTES
-    progress_unit = "tokens"  # MLPerf gpt3 logs tokens as eval_accuracy's epoch_num
 
     @property
-    def units_per_sample(self) -> int:
-        return self.spec.seq_len
+    def progress(self) -> ProgressCodec:
+        return run_progress(self.spec).codec
 
     @property
     def sample_noun(self) -> str:

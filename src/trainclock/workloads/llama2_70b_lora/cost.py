@@ -20,12 +20,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainclock.mllog.progress import ProgressCodec
+from trainclock.workload.base import Progress
 from trainclock.workload.cost_model import (ConvergencePoints, SampleFlops, WorkloadCost, rules_rcp_table,
                                             transformer_layer_activation_bytes)
 from trainclock.workload.spec_cost import SpecCost
 from trainclock.workloads.llama2_70b_lora.spec import BENCHMARK, MEMBERS, MLPERF_ROUND, LoraSpec, get_member
 
 ADAM_STATE_BYTES = 8  # two fp32 moments per trained parameter
+
+
+def run_progress(spec: LoraSpec) -> Progress:
+    """How a run of `spec` counts its progress: the job's (workload.py) and, as its codec, the cost
+    model's, so that the plan and the log count alike."""
+    # the rules count progress in training samples (sequences), logged as samples_count
+    return Progress(unit="sequences", units_per_sample=1, log_key="samples_count", log_in="samples")
 
 
 @dataclass(frozen=True)
@@ -57,14 +66,16 @@ class LoraCost(SpecCost):
         return self.spec.shape.n_kv_head  # a rank needs whole key/value groups
 
     tensor_parallel_unit = "key/value head groups"
-    progress_unit = "samples"
-    units_per_sample = 1.0
 
     @property
     def trained_parameter_count(self) -> int:
         return self.spec.trainable_parameter_count()
 
     optimizer_state_bytes_per_parameter = float(ADAM_STATE_BYTES)
+
+    @property
+    def progress(self) -> ProgressCodec:
+        return run_progress(self.spec).codec
 
     @property
     def sample_noun(self) -> str:

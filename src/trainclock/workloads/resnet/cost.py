@@ -20,7 +20,9 @@ from functools import cached_property
 import torch
 from torch import nn
 
+from trainclock.mllog.progress import ProgressCodec
 from trainclock.workload import evidence
+from trainclock.workload.base import Progress
 from trainclock.workload.cost_model import SampleFlops, WorkloadCost
 from trainclock.workload.spec_cost import SpecCost
 from trainclock.workloads.resnet.model import build_model, parameter_count, train_flops_per_image
@@ -48,6 +50,15 @@ def activation_values_per_image(spec: ResNetSpec) -> float:
     return float(total)
 
 
+def run_progress(spec: ResNetSpec, samples_per_epoch: int | None = None) -> Progress:
+    """How a run of `spec` counts its progress: the job's (workload.py) and, as its codec, the cost
+    model's, so that the plan and the log count alike. `samples_per_epoch`: the training set's own
+    size, where the job counts it from its data (default: the spec's)."""
+    # MLPerf resnet counts progress in epochs (eval_accuracy's epoch_num)
+    return Progress(unit="images", units_per_sample=1, log_key="epoch_num", log_in="epochs",
+                    samples_per_epoch=samples_per_epoch or spec.train_images)
+
+
 @dataclass(frozen=True)
 class ResNetCost(SpecCost):
     mlperf_round = MLPERF_ROUND
@@ -66,7 +77,11 @@ class ResNetCost(SpecCost):
     boundary_values_per_sample = 0.0  # no tensor or pipeline parallel traffic
     tp_collectives_per_layer = 0
     optimizer_state_bytes_per_parameter = SGD_STATE_BYTES
-    progress_unit = "epochs"
+
+    @property
+    def progress(self) -> ProgressCodec:
+        return run_progress(self.spec).codec
+
     sample_noun = "images"
 
     @property
@@ -76,10 +91,6 @@ class ResNetCost(SpecCost):
     @cached_property
     def flops_per_sample(self) -> SampleFlops:
         return SampleFlops(weights=train_flops_per_image(self.spec.shape))
-
-    @property
-    def units_per_sample(self) -> float:
-        return 1.0 / self.spec.train_images
 
     @property
     def eval_samples(self) -> int:

@@ -17,11 +17,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainclock.mllog.progress import ProgressCodec
+from trainclock.workload.base import Progress
 from trainclock.workload.cost_model import SampleFlops, WorkloadCost
 from trainclock.workload.spec_cost import SpecCost
 from trainclock.workloads.rnnt.spec import MEMBERS, MLPERF_ROUND, RnntSpec, get_member
 
 LAMB_EMA_STATE_BYTES = 12  # Adam's two fp32 moments and the fp32 moving average of the weights
+
+
+def run_progress(spec: RnntSpec, samples_per_epoch: int | None = None) -> Progress:
+    """How a run of `spec` counts its progress: the job's (workload.py) and, as its codec, the cost
+    model's, so that the plan and the log count alike. `samples_per_epoch`: the training set's own
+    size, where the job counts it from its data (default: the spec's)."""
+    # the rnnt logs count eval_accuracy's epoch_num in epochs
+    return Progress(unit="utterances", units_per_sample=1, log_key="epoch_num", log_in="epochs",
+                    samples_per_epoch=samples_per_epoch or spec.train_utterances)
 
 
 @dataclass(frozen=True)
@@ -42,7 +53,10 @@ class RnntCost(SpecCost):
     boundary_values_per_sample = 0.0
     tp_collectives_per_layer = 0
     optimizer_state_bytes_per_parameter = LAMB_EMA_STATE_BYTES
-    progress_unit = "epochs"
+
+    @property
+    def progress(self) -> ProgressCodec:
+        return run_progress(self.spec).codec
 
     @property
     def sample_noun(self) -> str:
@@ -55,10 +69,6 @@ class RnntCost(SpecCost):
     @property
     def flops_per_sample(self) -> SampleFlops:
         return SampleFlops(weights=self.spec.flops_per_sample())
-
-    @property
-    def units_per_sample(self) -> float:
-        return 1.0 / self.spec.train_utterances
 
     @property
     def eval_samples(self) -> int:

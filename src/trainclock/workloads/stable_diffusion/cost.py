@@ -19,6 +19,8 @@ from pathlib import Path
 
 import torch
 
+from trainclock.mllog.progress import ProgressCodec
+from trainclock.workload.base import Progress
 from trainclock.workload.cost_model import ConvergencePoints, SampleFlops, WorkloadCost
 from trainclock.workload.spec_cost import SpecCost
 from trainclock.workloads.stable_diffusion.spec import MEMBERS, MLPERF_ROUND, SDSpec, get_member
@@ -41,6 +43,14 @@ def unet_forward_flops(spec: SDSpec) -> float:
         with FlopCounterMode(display=False) as counter:
             unet(x, torch.zeros(1, dtype=torch.long), encoder_hidden_states=context)
     return float(counter.get_total_flops())
+
+
+def run_progress(spec: SDSpec) -> Progress:
+    """How a run of `spec` counts its progress: the job's (workload.py) and, as its codec, the cost
+    model's, so that the plan and the log count alike."""
+    # the v3.1 logs count progress in optimizer steps (step_num)
+    return Progress(unit="images", units_per_sample=1, log_key="step_num", log_in="steps",
+                    samples_per_step=spec.global_batch_size)
 
 
 @dataclass(frozen=True)
@@ -74,8 +84,10 @@ class SDCost(SpecCost):
         return float(u.channels * u.sample_size ** 2)
 
     optimizer_state_bytes_per_parameter = ADAM_BYTES
-    progress_unit = "samples"
-    units_per_sample = 1.0
+
+    @property
+    def progress(self) -> ProgressCodec:
+        return run_progress(self.spec).codec
 
     @property
     def sample_noun(self) -> str:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainclock.mllog.progress import ProgressCodec
+from trainclock.workload.base import Progress
 from trainclock.workload.cost_model import SampleFlops, WorkloadCost
 from trainclock.workload.spec_cost import SpecCost
 from trainclock.workloads.unet3d.spec import MEMBERS, MLPERF_ROUND, Unet3DSpec, get_member
@@ -30,6 +32,13 @@ def activation_values_per_voxel(filters: tuple[int, ...], in_channels: int = 1) 
         values += 2 * 2 * o * 8.0 ** -depth  # the down level's two blocks
         values += (i + 2 * i + 2 * 2 * i) * 8.0 ** -(depth - 1)  # up: transposed output, concat, two blocks
     return values + 3  # the logits
+
+
+def run_progress(spec: Unet3DSpec) -> Progress:
+    """How a run of `spec` counts its progress: the job's (workload.py) and, as its codec, the cost
+    model's, so that the plan and the log count alike."""
+    # the v3.1 unet3d logs count eval_accuracy's epoch_num in samples (168 per KiTS19 epoch)
+    return Progress(unit="samples", units_per_sample=1, log_key="epoch_num", log_in="samples")
 
 
 @dataclass(frozen=True)
@@ -62,8 +71,10 @@ class Unet3DCost(SpecCost):
         return float(self.spec.patch ** 3)  # never crossed (no pipeline, no TP): the input, for completeness
 
     optimizer_state_bytes_per_parameter = MOMENTUM_BYTES
-    progress_unit = "samples"
-    units_per_sample = 1.0
+
+    @property
+    def progress(self) -> ProgressCodec:
+        return run_progress(self.spec).codec
 
     @property
     def sample_noun(self) -> str:

@@ -16,7 +16,7 @@ from trainclock.distributed.parallelize import build_parallelized
 from trainclock.errors import UsageError
 from trainclock.storage import discard_folder
 from trainclock.optim.lamb import Lamb, PolyWarmup
-from trainclock.workload.base import EvalSchedule, EvalShard, Progress, RunSettings, TrainJob
+from trainclock.workload.base import EvalSchedule, EvalShard, RunSettings, TrainJob
 from trainclock.workload.benchmark import BenchmarkWorkload, member_job
 from trainclock.workload.spec_base import division
 from trainclock.workload.batches import TreeBatch
@@ -29,6 +29,7 @@ from trainclock.workloads.bert.data.text import parse_source
 from trainclock.workloads.bert.metric import mlm_sums, score
 from trainclock.workloads.bert.parallelize import PARALLELISM
 from trainclock.workloads.bert.spec import MEMBERS, MLPERF_ROUND, BertSpec, get_member
+from trainclock.workloads.bert.cost import run_progress
 
 INIT_CHECKPOINT_ENV = "TRAINCLOCK_BERT_INIT_CHECKPOINT"
 RULES_DATASET = "wikipedia"
@@ -221,8 +222,7 @@ def bert_job(spec: BertSpec, model: torch.nn.Module, batch, evaluate, dataset: s
         loss=lambda m, b: m(**model_inputs(b))[0],
         evaluate=evaluate,
         score=score,
-        # MLPerf bert counts progress in samples, logged under epoch_num (train_samples, eval_accuracy)
-        progress=Progress(unit="samples", units_per_sample=1, log_key="epoch_num", log_in="samples"),
+        progress=run_progress(spec),  # as the cost model counts it: the plan and the log alike
         flops_per_sample=spec.shape.flops_per_sample(spec.seq_len, spec.max_predictions) * rows_per_sequence,
         optimizer=optimizer(spec),
         eval_schedule=EvalSchedule(every=spec.eval_every_samples),

@@ -14,7 +14,7 @@ from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
 from trainclock.distributed.parallelize import ModelParallelism, build_parallelized
 from trainclock.errors import UsageError
-from trainclock.workload.base import EvalSchedule, EvalShard, Progress, RunSettings, TrainJob
+from trainclock.workload.base import EvalSchedule, EvalShard, RunSettings, TrainJob
 from trainclock.workload.benchmark import BenchmarkWorkload, member_job
 from trainclock.workload.spec_base import division
 from trainclock.workloads.detection.cost import cost_model, train_flops_per_image
@@ -27,6 +27,7 @@ from trainclock.workloads.detection.metric import ground_truth, predict, score
 from trainclock.workloads.detection.model import build_model, load_backbone_weights, parameter_count
 from trainclock.workloads.detection.optim import AdamWarmup, SGDWarmupSteps
 from trainclock.workloads.detection.spec import MEMBERS, METRICS, MLPERF_ROUND, DetectionSpec, get_member
+from trainclock.workloads.detection.cost import run_progress
 from trainclock.datasets.image_decode import DeviceJpegDecoder
 
 DATASETS = {"openimages": "the MLPerf OpenImages subset (<folder>/train/labels/openimages-mlperf.json, train/data/, "
@@ -187,9 +188,7 @@ def detection_job(spec: DetectionSpec, model: torch.nn.Module, batch, train: Spl
         loss=loss,
         evaluate=evaluate,
         score=lambda stats: score(ground_truth(val.files.labels), stats.gathered, names),
-        # both benchmarks' logs count eval_accuracy's epoch_num in epochs
-        progress=Progress(unit="images", units_per_sample=1, log_key="epoch_num", log_in="epochs",
-                          samples_per_epoch=train_images),
+        progress=run_progress(spec, train_images),  # as the cost model counts it: the plan and the log alike
         flops_per_sample=train_flops_per_image(spec),  # the convolutions and linear layers (cost.py)
         optimizer=optimizer(spec, train_images),
         # the full sizes score COCO on a thread while the next epoch trains, as NVIDIA's v3.1 ssd and

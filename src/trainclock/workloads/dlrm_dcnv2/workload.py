@@ -20,12 +20,13 @@ from trainclock.distributed.parallelize import Materialize, ModelParallelism, pa
 from trainclock.errors import ResourceError, UsageError
 from trainclock.optim.adagrad import Adagrad
 from trainclock.workloads.dlrm_dcnv2.sharding import SHARDINGS, embedding_sharding, table_plan
-from trainclock.workload.base import EvalSchedule, EvalShard, Progress, RunSettings, TrainJob
+from trainclock.workload.base import EvalSchedule, EvalShard, RunSettings, TrainJob
 from trainclock.workload.benchmark import BenchmarkWorkload, member_job
 from trainclock.workload.spec_base import division
 from trainclock.workloads.dlrm_dcnv2.data.dataset import CriteoDays, open_days
 from trainclock.workloads.dlrm_dcnv2.metric import predictions, score
 from trainclock.workloads.dlrm_dcnv2.spec import ADAGRAD_EPS, DENSE_FEATURES, MEMBERS, MLPERF_ROUND, DlrmSpec, get_member
+from trainclock.workloads.dlrm_dcnv2.cost import run_progress
 
 EVAL_MICRO_BATCH = 8192
 # the MLPs and cross layers data parallel (DDP); the tables either replicated with them
@@ -212,9 +213,7 @@ def dlrm_job(spec: DlrmSpec, model: torch.nn.Module, batch, evaluate, dataset: s
         loss=loss,
         evaluate=evaluate,
         score=score,
-        # MLPerf dlrm_dcnv2 logs progress as the fraction of the epoch under epoch_num
-        progress=Progress(unit="samples", units_per_sample=1, log_key="epoch_num", log_in="epochs",
-                          samples_per_epoch=spec.samples_per_epoch),
+        progress=run_progress(spec),  # as the cost model counts it: the plan and the log alike
         flops_per_sample=spec.shape.flops_per_sample(),
         optimizer=Adagrad(spec.learning_rate, eps=ADAGRAD_EPS),  # as DlrmWorkload.optimizer
         eval_schedule=EvalSchedule(every=spec.eval_every_samples),

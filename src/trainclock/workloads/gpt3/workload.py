@@ -18,7 +18,7 @@ from trainclock.distributed.parallelize import Materialize, builds_on_meta
 from trainclock.errors import ResourceError, UsageError
 from trainclock.optim.adamw import AdamW
 from trainclock.optim.schedules import WarmupCosine
-from trainclock.workload.base import EvalSchedule, EvalShard, Progress, RunSettings, TrainJob
+from trainclock.workload.base import EvalSchedule, EvalShard, RunSettings, TrainJob
 from trainclock.workload.benchmark import BenchmarkWorkload, member_job
 from trainclock.workload.evaluation import equal_forwards, shard_rows
 from trainclock.workload.spec_base import division
@@ -31,6 +31,7 @@ from trainclock.workloads.gpt3.model import GPT, init_built_on_meta
 from trainclock.workloads.gpt3.parallelize import check_layout, parallelize_gpt
 from trainclock.workloads.gpt3.pipeline import PipelinedGPT
 from trainclock.workloads.gpt3.spec import MEMBERS, METRIC, MLPERF_ROUND, GPT3Spec, get_member
+from trainclock.workloads.gpt3.cost import run_progress
 
 RULES_DATASET = "c4"
 
@@ -195,8 +196,7 @@ def gpt3_job(spec: GPT3Spec, model: torch.nn.Module, batch, evaluate, score, dat
         loss=lambda m, b: m(*b),
         evaluate=evaluate,
         score=score,
-        # MLPerf gpt3 counts progress (epoch_num, train_samples) in tokens
-        progress=Progress(unit="tokens", units_per_sample=spec.seq_len, log_key="epoch_num", log_in="units"),
+        progress=run_progress(spec),  # as the cost model counts it: the plan and the log alike
         flops_per_sample=spec.shape.flops_per_token(spec.seq_len) * spec.seq_len,
         optimizer=optimizer(spec),
         eval_schedule=EvalSchedule(every=spec.eval_every_samples),

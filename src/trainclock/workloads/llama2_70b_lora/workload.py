@@ -16,7 +16,7 @@ from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
 from trainclock.distributed.parallelize import Materialize, ModelParallelism, parallelize
 from trainclock.errors import UsageError
-from trainclock.workload.base import EvalSchedule, EvalShard, Progress, RunSettings, TrainJob
+from trainclock.workload.base import EvalSchedule, EvalShard, RunSettings, TrainJob
 from trainclock.workload.benchmark import BenchmarkWorkload, member_job
 from trainclock.workload.evaluation import equal_forwards, shard_rows
 from trainclock.workload.spec_base import division
@@ -28,6 +28,7 @@ from trainclock.workloads.llama2_70b_lora.lora import LoraLinear, add_lora
 from trainclock.workloads.llama2_70b_lora.model import IGNORE, Llama, rope_tables
 from trainclock.workloads.llama2_70b_lora.optim import LoraAdamW
 from trainclock.workloads.llama2_70b_lora.spec import BENCHMARK, MEMBERS, METRIC, MLPERF_ROUND, LoraSpec, get_member
+from trainclock.workloads.llama2_70b_lora.cost import run_progress
 
 # FSDP2 shards and activation checkpointing recomputes one decoder layer at a time; no TP plan or pipeline cut yet
 PARALLELISM = ModelParallelism(blocks=lambda model: model.layers)
@@ -214,8 +215,7 @@ def lora_job(spec: LoraSpec, model: nn.Module, train: task.TaskSplit, val: task.
         loss=lambda m, b: m(*b),
         evaluate=evaluate,
         score=score,
-        # the rules count progress in training samples (sequences), logged as samples_count
-        progress=Progress(unit="sequences", units_per_sample=1, log_key="samples_count", log_in="samples"),
+        progress=run_progress(spec),  # as the cost model counts it: the plan and the log alike
         flops_per_sample=spec.flops_per_token() * spec.seq_len,
         optimizer=LoraAdamW(spec),
         eval_schedule=EvalSchedule(every=spec.eval_every_samples, first=spec.eval_first_samples),

@@ -20,7 +20,7 @@ from trainclock.errors import UsageError
 from trainclock.optim.lars import Lars
 from trainclock.optim.schedules import WarmupPoly
 from trainclock.optim.sgd import SGDMomentum
-from trainclock.workload.base import EvalSchedule, EvalShard, Progress, RunSettings, TrainJob
+from trainclock.workload.base import EvalSchedule, EvalShard, RunSettings, TrainJob
 from trainclock.workload.benchmark import BenchmarkWorkload, member_job
 from trainclock.workload.spec_base import division
 from trainclock.workloads.resnet.data.device_decode import DeviceDecoder
@@ -34,6 +34,7 @@ from trainclock.workloads.resnet.metric import score, top1_sums
 from trainclock.workloads.resnet.model import build_model as resnet_model
 from trainclock.workloads.resnet.model import parameter_count, train_flops_per_image
 from trainclock.workloads.resnet.parallelize import PARALLELISM
+from trainclock.workloads.resnet.cost import run_progress
 from trainclock.workloads.resnet.spec import (END_LEARNING_RATE, MEMBERS, MLPERF_ROUND, OPTIMIZERS, ResNetSpec,
                                               get_member)
 
@@ -196,9 +197,7 @@ def resnet_job(spec: ResNetSpec, model: torch.nn.Module, batch, loss, evaluate, 
         loss=loss,
         evaluate=evaluate,
         score=score,
-        # MLPerf resnet counts progress in epochs (eval_accuracy's epoch_num)
-        progress=Progress(unit="images", units_per_sample=1, log_key="epoch_num", log_in="epochs",
-                          samples_per_epoch=train_images),
+        progress=run_progress(spec, train_images),  # as the cost model counts it: the plan and the log alike
         flops_per_sample=train_flops_per_image(spec.shape),
         optimizer=optimizer(spec),
         # the full size's cadence is in epochs of the folder it trains on: every 4, first after 2

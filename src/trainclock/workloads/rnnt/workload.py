@@ -12,7 +12,7 @@ import torch
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.parallelize import build_parallelized
 from trainclock.errors import UsageError
-from trainclock.workload.base import EvalSchedule, EvalShard, Progress, RunSettings, TrainJob
+from trainclock.workload.base import EvalSchedule, EvalShard, RunSettings, TrainJob
 from trainclock.workload.benchmark import BenchmarkWorkload, member_job
 from trainclock.workload.evaluation import shard_rows
 from trainclock.workload.spec_base import division
@@ -27,6 +27,7 @@ from trainclock.workloads.rnnt.model import RNNT
 from trainclock.workloads.rnnt.optim import RnntLamb
 from trainclock.workloads.rnnt.parallelize import PARALLELISM
 from trainclock.workloads.rnnt.spec import MEMBERS, MLPERF_ROUND, RnntSpec, get_member
+from trainclock.workloads.rnnt.cost import run_progress
 
 RULES_DATASET = "librispeech"
 
@@ -156,9 +157,7 @@ def rnnt_job(spec: RnntSpec, model: torch.nn.Module, corpus: Corpus, seed: int, 
         loss=loss,
         evaluate=evaluate,
         score=score,
-        # the rnnt logs count eval_accuracy's epoch_num in epochs
-        progress=Progress(unit="utterances", units_per_sample=1, log_key="epoch_num", log_in="epochs",
-                          samples_per_epoch=epoch),
+        progress=run_progress(spec, epoch),  # as the cost model counts it: the plan and the log alike
         flops_per_sample=spec.flops_per_sample(float(train.durations.mean()),
                                                sum(map(len, train.labels)) / len(train)),
         optimizer=optimizer,

@@ -13,7 +13,7 @@ from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
 from trainclock.distributed.parallelize import ModelParallelism, build_parallelized
 from trainclock.errors import UsageError
-from trainclock.workload.base import EvalSchedule, EvalShard, Progress, RunSettings, TrainJob
+from trainclock.workload.base import EvalSchedule, EvalShard, RunSettings, TrainJob
 from trainclock.workload.benchmark import BenchmarkWorkload, member_job
 from trainclock.workload.evaluation import shard_rows
 from trainclock.workload.spec_base import division
@@ -25,6 +25,7 @@ from trainclock.workloads.stable_diffusion.data.sets import EvalSet, TrainSet
 from trainclock.workloads.stable_diffusion.model import SD2_TEXT, Conditioned, SpaceToDepth, tiny_text_config
 from trainclock.workloads.stable_diffusion.optim import AdamWLinearWarmup
 from trainclock.workloads.stable_diffusion.spec import MEMBERS, MLPERF_ROUND, SDSpec, get_member
+from trainclock.workloads.stable_diffusion.cost import run_progress
 
 EVAL_BATCH = 16  # captions generated per sampler call
 EVAL_NOISE_SEED = 1234  # the starting noise of caption i is fixed: every run and rank draws the same
@@ -193,9 +194,7 @@ def sd_job(spec: SDSpec, model: torch.nn.Module, train: TrainSet, evals: EvalSet
         loss=loss,
         evaluate=evaluate,
         score=lambda stats: metric.score(stats, evals.reference),
-        # the v3.1 logs count progress in optimizer steps (step_num) and write FID and CLIP as separate lines
-        progress=Progress(unit="images", units_per_sample=1, log_key="step_num", log_in="steps",
-                          samples_per_step=spec.global_batch_size),
+        progress=run_progress(spec),  # as the cost model counts it: the plan and the log alike
         flops_per_sample=3 * unet_forward_flops(spec),  # the UNet forward + backward: the encoders are frozen
         optimizer=optimizer(spec),
         eval_schedule=EvalSchedule(every=spec.eval_every_samples, offline=True),  # as the rules say

@@ -11,7 +11,7 @@ import torch
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.parallelize import build_parallelized
 from trainclock.errors import UsageError
-from trainclock.workload.base import EvalSchedule, EvalShard, Progress, RunSettings, TrainJob
+from trainclock.workload.base import EvalSchedule, EvalShard, RunSettings, TrainJob
 from trainclock.workload.benchmark import BenchmarkWorkload, member_job
 from trainclock.workload.spec_base import division
 from trainclock.workloads.unet3d.data.npy import Split, load_split
@@ -23,6 +23,7 @@ from trainclock.workloads.unet3d.model import N_CLASSES, Unet3D
 from trainclock.workloads.unet3d.optim import NesterovWarmup
 from trainclock.workloads.unet3d.parallelize import PARALLELISM
 from trainclock.workloads.unet3d.spec import MEMBERS, MLPERF_ROUND, Unet3DSpec, get_member
+from trainclock.workloads.unet3d.cost import run_progress
 RULES_DATASET = "kits19"
 
 
@@ -109,8 +110,7 @@ def unet3d_job(spec: Unet3DSpec, model: torch.nn.Module, split: Split, seed: int
         loss=lambda m, b: dice_ce_loss(m(b["image"]), b["label"]),
         evaluate=evaluate,
         score=score,
-        # the v3.1 unet3d logs count eval_accuracy's epoch_num in samples (168 per KiTS19 epoch)
-        progress=Progress(unit="samples", units_per_sample=1, log_key="epoch_num", log_in="samples"),
+        progress=run_progress(spec),  # as the cost model counts it: the plan and the log alike
         flops_per_sample=spec.flops_per_sample(),
         optimizer=optimizer(spec, len(split.train)),
         eval_schedule=EvalSchedule(every=spec.eval_every_samples, first=spec.eval_first_samples or None),

@@ -1,7 +1,7 @@
 """The planner's cost model of a BERT member (workload/cost_model.py says how the planner uses it).
 
 An encoder layer is a GPT layer without the causal mask, so its activations are the same
-Korthikanti et al. 2022 terms (workloads.cost.transformer_layer_activation_bytes). The masked-LM head runs on the masked positions only (the reference
+Korthikanti et al. 2022 terms (workload.cost_model.transformer_layer_activation_bytes). The masked-LM head runs on the masked positions only (the reference
 gathers them), so its logits are small next to GPT's.
 
 Convergence: bert-large from MLPerf's reference convergence points (rcps_bert.json, in samples);

@@ -2,7 +2,7 @@
 
 FLOPs and parameters come from GPTShape's own formulas (model.py) rather than written again here.
 Activations per layer follow Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
-Transformer Models", Table 2), as workloads.cost.transformer_layer_activation_bytes gives them.
+Transformer Models", Table 2), as workload.cost_model.transformer_layer_activation_bytes gives them.
 
 Convergence: gpt3-175b from MLPerf's reference convergence points (rcps_gpt3.json); trainclock's
 measured members from the tokens at which each recorded reference run (targets/<member>.json)

@@ -43,7 +43,7 @@ def test_tiny_trains_to_its_target(tiny_run):
     events, problems = read_events(logs[0])
     assert not problems
     evals = [e.value for e in events if e.key == "eval_accuracy"]
-    target = get_member("gpt3-tiny").target_log_perplexity
+    target = get_member("gpt3-tiny").quality[0].threshold
     metrics = [json.loads(line) for line in logs[0].with_name("result_0.metrics.jsonl").read_text().splitlines()]
     losses = [m["loss"] for m in metrics if "loss" in m]
     assert evals[-1] <= target < losses[0]  # reached the target, from above it

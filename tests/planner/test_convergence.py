@@ -37,7 +37,7 @@ def test_batch_outside_the_reference_points_is_a_usage_error(rcps):
 
 def test_own_members_converge_where_their_reference_runs_reached_the_target(monkeypatch):
     cost = cost_model("gpt3-mini")
-    t = cost.spec.target_log_perplexity  # curves placed around the recorded target, whatever it is
+    t = cost.spec.quality[0].threshold  # curves placed around the recorded target, whatever it is
     evals = [[[1.0, 98304, t + 0.8], [2.0, 196608, t - 0.01]], [[1.0, 98304, t - 0.1]],
              [[1.0, 98304, t + 0.4], [2.0, 196608, t - 0.02]]]
     monkeypatch.setattr(gpt3_cost, "target_evidence", lambda name: {"runs": [{"evals": e} for e in evals]})

@@ -13,7 +13,8 @@ from rich.console import Console
 from trainclock.errors import UsageError
 from trainclock.review.entry import INVALID, VALID
 from trainclock.review.render import print_review
-from trainclock.review.round_inference import ROUND_KEY, UNNAMED_OWN_ROUND
+from trainclock.review.round_inference import ROUND_KEY
+from trainclock.review.rounds import unnamed_own_round
 from trainclock.review.tree import review_path
 
 GNN_40 = "ASUSTeK/results/ESC_N8A-E12/gnn"
@@ -57,7 +58,7 @@ def test_a_round_the_logs_cannot_tell_is_one_line(later_rounds, tmp_path):
 
 def test_trainclock_runs_that_name_no_round_are_31s(trainclock_tree):
     (entry,) = review_path(trainclock_tree)
-    assert (entry.context.round, entry.context.round_source) == (UNNAMED_OWN_ROUND, "default")
+    assert (entry.context.round, entry.context.round_source) == (unnamed_own_round(), "default")
 
 
 def _name_round(tree: Path, named: str) -> None:

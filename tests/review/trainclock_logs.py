@@ -32,7 +32,7 @@ def tiny_job(division: str = "open") -> TrainJob:
 
 
 def target() -> float:
-    return get_member(WORKLOAD).target_log_perplexity
+    return get_member(WORKLOAD).quality[0].threshold
 
 
 def write_log(path: Path, minutes: float, evals: list[float] | None = None, status: str = "success",

@@ -4,10 +4,10 @@ A benchmark counts its progress in a unit (tokens, images, samples, epochs, step
 of them in one training sample. Its log writes the count under the key its rules name (epoch_num,
 samples_count, step_num), counting one of:
 
-  units    the unit itself (gpt3: tokens under epoch_num)
-  samples  training samples (bert)
-  epochs   passes over the training set, samples_per_epoch samples each (resnet: a fraction of one)
-  steps    optimizer steps, samples_per_step (the global batch size) samples each (stable diffusion)
+  units    the unit itself (e.g. tokens under epoch_num)
+  samples  training samples
+  epochs   passes over the training set, samples_per_epoch samples each (often a fraction of one)
+  steps    optimizer steps, samples_per_step (the global batch size) samples each
 
 A trainclock log says which in its header, in one event (UNIT_KEY): the unit as its value, and
 {"per_sample", "logged_in", "samples_per_epoch"} as its metadata (the global batch size, a step's

@@ -110,7 +110,7 @@ def run_record(run: RunReview) -> RunRecord:
         "minutes": _number(run.minutes),
         "progress_unit": run.progress_unit,
         "units_to_converge": _number(run.units_to_converge),
-        "units_per_sample": _number(run.units_per_sample),
+        "units_per_sample": _number(run.progress.units_per_sample),
         "samples_to_converge": _number(run.samples_to_converge),
         "metrics": metrics_json(run.metrics),
         "global_batch_size": _int64(run.global_batch_size),

@@ -50,7 +50,7 @@ class BenchmarkFacts:
     metrics: tuple[Metric, ...]
     units_per_sample: str | None = None  # header key: progress units in one training sample
     samples_per_unit: str | None = None  # header key: training samples in one progress unit
-    # (metadata field, unit): where a later round's logs count progress in another field than `progress` describes
+    # (metadata field, unit): the fields whose count is in a unit of their own (field_units), not `progress`
     counted_by: tuple[tuple[str, str], ...] = ()
 
     def unit_counted_by(self, field: str | None) -> str:
@@ -68,17 +68,29 @@ class BenchmarkFacts:
 
 
 @functools.cache
+def _file() -> dict:
+    return yaml.safe_load((OWN_RULES / "benchmarks.yaml").read_text())
+
+
+@functools.cache
 def _table() -> dict[str, BenchmarkFacts]:
-    raw = yaml.safe_load((OWN_RULES / "benchmarks.yaml").read_text())["benchmarks"]
+    field_units = tuple(_file()["field_units"].items())
     return {key: BenchmarkFacts(key, row["progress"], tuple(Metric(**m) for m in row["metrics"]),
-                                row.get("units_per_sample"), row.get("samples_per_unit"),
-                                tuple((row.get("counted_by") or {}).items()))
-            for key, row in raw.items()}
+                                row.get("units_per_sample"), row.get("samples_per_unit"), field_units)
+            for key, row in _file()["benchmarks"].items()}
 
 
 def benchmark_facts(key: object) -> BenchmarkFacts | None:
     """The facts of an MLPerf benchmark key (submission_benchmark), None for any other value."""
     return _table().get(key) if isinstance(key, str) else None
+
+
+def field_unit(benchmark: str, field: str) -> str | None:
+    """The unit of a count in metadata `field` of `benchmark`'s evaluations: the field's own
+    (field_units), else the benchmark's progress; None for a benchmark without facts whose field
+    has no unit of its own."""
+    facts = benchmark_facts(benchmark)
+    return facts.unit_counted_by(field) if facts else _file()["field_units"].get(field)
 
 
 def known_benchmarks() -> list[str]:

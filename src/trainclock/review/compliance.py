@@ -19,25 +19,36 @@ from typing import Any
 
 from mlperf_logging.compliance_checker.mlp_compliance import is_integer
 
+from trainclock.mllog.progress import logged_count
 from trainclock.mllog.reader import Event, Malformed
 from trainclock.review import rulebook
 from trainclock.review.findings import Finding, Findings
-from trainclock.review.progress import line_progress
 from trainclock.review.rulebook import KeyRule, RuleFile, Test
 
-__all__ = ["ComplianceReport", "Finding", "LogLine", "check"]
+__all__ = ["ComplianceReport", "Finding", "LogLine", "check", "line_progress"]
 
 
 @dataclass(slots=True)
 class LogLine:
     """A log line in the shape the official rule code reads (mlp_parser.LogLine): `ll.timestamp`,
-    `ll.key`, `ll.value['value']`, `ll.value['metadata']`; stable diffusion's rules copy and edit them."""
+    `ll.key`, `ll.value['value']`, `ll.value['metadata']`; some benchmarks' rules copy and edit them."""
 
     full_string: str
     timestamp: int | float
     key: str
     value: dict
     lineno: int
+
+
+def line_progress(value: dict[str, Any]) -> int | float | None:
+    """Progress of a compliance line ({"value": ..., "metadata": ...}); rules that aggregate
+    evaluations build virtual lines with the count inside the value."""
+    metadata = value.get("metadata")
+    found = logged_count(metadata) if isinstance(metadata, dict) else None
+    inner = value.get("value")
+    if found is None and isinstance(inner, dict):
+        found = logged_count(inner)
+    return found
 
 
 @dataclass
@@ -61,7 +72,7 @@ PREFIX_KEPT = 8_192
 
 def check(events: Iterable[Event | Malformed], round_: str, malformed: Iterable[Malformed] = (),
           observe: Callable[[Event], None] | None = None) -> ComplianceReport:
-    """All findings for one log's events under `round_`'s rules ("3.0", "3.1").
+    """All findings for one log's events under `round_`'s rules ("X.Y").
 
     `events` is iterated once per pass (a list, or a LogSource that reads its file again), so
     memory does not grow with the log: one pass for a log whose header names its division and
@@ -115,7 +126,7 @@ def _log_line(e: Event) -> LogLine:
 
 class _Lines:
     """A chain's view of the log for rule code (`loglines`): the file's lines, read again on each
-    iteration, then the virtual lines rule code appended (stable diffusion's aggregated evals)."""
+    iteration, then the virtual lines rule code appended (a benchmark's aggregated evals)."""
 
     def __init__(self, events: Iterable[Event | Malformed]) -> None:
         self._events = events
@@ -134,7 +145,7 @@ class _Lines:
 
 class _Chain:
     """One chain of rule files: a file may enqueue more, and a later file that defines a key
-    replaces the earlier files' findings about it (how closed_gpt3.yaml overrides common.yaml)."""
+    replaces the earlier files' findings about it (how a closed_<benchmark>.yaml overrides common.yaml)."""
 
     def __init__(self, lines: _Lines, start: str) -> None:
         self.lines = lines

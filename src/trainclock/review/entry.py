@@ -27,8 +27,8 @@ class EntryContext:
     """What a log's place in a result tree says: <org>/results/<system>/<benchmark>/result_*.txt."""
 
     folder: Path
-    round: str  # "3.1"
-    # "path" (a v4.0/ or training_results_v4.0/ folder), "option" (--round), "default" (neither: the
+    round: str  # "X.Y"
+    # "path" (a vX.Y/ or training_results_vX.Y/ folder), "option" (--round), "default" (neither: the
     # round the logs tell, review/round_inference.py; the name is kept for the results store)
     round_source: str
     org: str | None = None
@@ -66,7 +66,7 @@ class SummarizerView:
 class EntryReview:
     context: EntryContext
     runs: tuple[RunReview, ...]
-    benchmark: str | None  # submission_benchmark of the runs (gpt3, bert, ...)
+    benchmark: str | None  # submission_benchmark of the runs (an MLPerf key)
     rule: ScoringRule | None
     scaling_factor: float  # from scaling.json, 1 without one
     # the official score: olympic mean x scaling factor; None unless complete and valid

@@ -13,7 +13,7 @@ KEPT_PER_KIND = 50
 
 @dataclass(frozen=True)
 class Finding:
-    rule: str  # the rule file, e.g. "training_3.1.0/closed_bert.yaml", or "log format"
+    rule: str  # the rule file, e.g. "training_X.Y.0/closed_<benchmark>.yaml", or "log format"
     key: str | None  # the MLLOG key the rule is about
     message: str
     lineno: int | None = None  # the log line it concerns, if one
@@ -33,7 +33,7 @@ class Finding:
 class Findings:
     """Findings in the order found, at most KEPT_PER_KIND of each kind plus one summary per kind
     that went past it. Each is added with the key whose redefinition by a later rule file
-    withdraws it (how closed_gpt3.yaml overrides common.yaml); None: never withdrawn."""
+    withdraws it (how a closed_<benchmark>.yaml overrides common.yaml); None: never withdrawn."""
 
     def __init__(self, kept_per_kind: int = KEPT_PER_KIND) -> None:
         self._limit = kept_per_kind

@@ -9,19 +9,18 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from trainclock.mllog.progress import UNIT_KEY
+from trainclock.mllog.progress import UNIT_KEY, count_field, logged_count
 from trainclock.mllog.reader import Event
 from trainclock.mllog.time_to_train import eval_spans
-from trainclock.review.progress import progress, progress_field
 
 MAX_EVALS = 10_000  # real logs have tens to a few hundred evaluations
 MAX_HEADER_KEYS = 1_000
 MAX_HEADER_VALUE = 4_000  # characters of JSON: hyperparameters are short
 OWN_KEYS = ("trainclock_target", UNIT_KEY)  # read by log_quality
 MAX_OWN_EVENTS = 100
-MAX_STEPS = 10_000  # distinct step_num (or samples_count) values kept for stable diffusion's RCP reading
+MAX_STEPS = 10_000  # distinct step_num (or samples_count) values kept for a first-pass RCP reading
 RCP_COUNT_KEYS = ("epoch_num", "samples_count")  # whose last value before run_stop rcp_checker may read
-RCP_STEP_KEYS = ("step_num", "samples_count")  # what stable diffusion's evaluations are keyed by (3.1; 4.0 on)
+RCP_STEP_KEYS = ("step_num", "samples_count")  # what a first-pass benchmark's evaluations are keyed by, by round
 RCP_EVAL_KEYS = ("eval_accuracy", "eval_error")  # the keys rcp_checker reads a convergence point from
 
 
@@ -30,14 +29,14 @@ class RcpReading:
     """What rcp_checker.read_submission_file reads of a log: its last global_batch_size, and at the
     last run_stop whether the run converged (status success) and the progress it had logged then."""
 
-    batch_size: Any = None  # the last global_batch_size logged anywhere (unet3d logs it after run_start)
+    batch_size: Any = None  # the last global_batch_size logged anywhere (some benchmarks log it after run_start)
     converged: bool = False  # the last run_stop has status success
     last_epoch_num: Any = None  # epoch_num of the last eval line before that run_stop
     train_samples: Any = None  # the last train_samples value before that run_stop
-    steps: dict | None = None  # step_num -> {metric: value} of the eval lines before it (stable diffusion)
+    steps: dict | None = None  # step_num -> {metric: value} of the eval lines before it (first-pass benchmarks)
     stop_line: int | None = None  # that run_stop's line
     last_samples_count: Any = None  # samples_count of the last eval line before that run_stop
-    samples_steps: dict | None = None  # as steps, keyed by samples_count (stable diffusion from 4.0)
+    samples_steps: dict | None = None  # as steps, keyed by samples_count (in later rounds)
 
     def last(self, key: str) -> Any:
         """The last eval line's `key` ("epoch_num", "samples_count") before the run_stop."""
@@ -50,9 +49,9 @@ class RcpReading:
 
 @dataclass(frozen=True)
 class EvalPoint:
-    progress: int | float | None  # in the benchmark's progress unit (tokens for gpt3)
+    progress: int | float | None  # in the benchmark's progress unit (tokens, samples, epochs, steps)
     value: Any  # the metric as logged (a number; a dict for multi-metric benchmarks)
-    metric: str | None  # metadata "metric" where one log mixes metrics (stable diffusion: FID, CLIP)
+    metric: str | None  # metadata "metric" where one log mixes metrics (a line per metric)
     time_ms: int | float
     lineno: int
 
@@ -110,10 +109,10 @@ class LogSummary:
                                   self._last.get("samples_count") if success else None, samples)
         elif e.key == "eval_accuracy":
             if self.progress_field is None:
-                self.progress_field = progress_field(e.metadata)
+                self.progress_field = count_field(e.metadata)
             if len(self.evals) < MAX_EVALS:
                 metric = e.metadata.get("metric")
-                self.evals.append(EvalPoint(progress(e.metadata), e.value, metric if isinstance(metric, str) else None,
+                self.evals.append(EvalPoint(logged_count(e.metadata), e.value, metric if isinstance(metric, str) else None,
                                             e.time_ms, e.lineno))
             else:
                 self.evals_left_out += 1

@@ -23,7 +23,7 @@ from trainclock.review.scoring import ScoringRule
 class RcpCheck:
     status: str  # "pass", "fail" (converges too fast), "missing" (no reference for this batch size), "n/a"
     message: str
-    reference: str | None = None  # e.g. "gpt3_ref_2048", or an interpolation between two
+    reference: str | None = None  # e.g. "<benchmark>_ref_<batch>", or an interpolation between two
     reference_mean: float | None = None  # the references' olympic mean convergence, in the progress unit
     min_mean: float | None = None  # the fastest submission mean the references allow
     submission_mean: float | None = None
@@ -117,8 +117,8 @@ def _official(mean: float, min_mean: float, kind: str, size: int) -> tuple[str, 
 
 
 def _submission_mean(points: Sequence[float | None], drop: int) -> tuple[float, str]:
-    # a run that did not converge is the slowest (rcp_checker counts it as 1e9, which for gpt3's
-    # token counts would be among the fastest: infinity is what it means)
+    # a run that did not converge is the slowest (rcp_checker counts it as 1e9, which for a benchmark
+    # that counts tokens would be among the fastest: infinity is what it means)
     done = sorted(math.inf if p is None else p for p in points)
     kept = done[drop:len(done) - drop]
     return (sum(kept) / len(kept) if kept else math.nan), "olympic mean"

@@ -10,16 +10,10 @@ from pathlib import Path
 
 from trainclock.errors import UsageError
 from trainclock.mllog.reader import Event, iter_events
-from trainclock.review.rounds import all_rounds
+from trainclock.review.rounds import all_rounds, published, unnamed_own_round
 
 OWN_KEY = "trainclock_workload"  # a header key only trainclock's runs log
 ROUND_KEY = "trainclock_round"  # the round whose rules the run's benchmark follows (its workload's mlperf_round)
-# trainclock's logs from before they named their round all followed 3.1's rules
-UNNAMED_OWN_ROUND = "3.1"
-# the day MLCommons published each round's results (its announcements): a run made for a round
-# ran before that day and after the previous round's
-PUBLISHED = {"3.0": date(2023, 6, 27), "3.1": date(2023, 11, 8), "4.0": date(2024, 6, 12),
-             "4.1": date(2024, 11, 13), "5.0": date(2025, 6, 4), "5.1": date(2025, 11, 12)}
 HEADER_LINES = 20_000  # a header is read up to run_start; past this many lines no header is coming
 
 
@@ -29,7 +23,7 @@ def infer_round(folder: Path, logs: list[Path]) -> str:
         raise UsageError(f"cannot tell the round of {folder}: no result logs; pass --round")
     header, started = _header(logs[0])
     if OWN_KEY in header or not header:  # no event at all: the review that follows says the log is empty
-        return _own_round(folder, header.get(ROUND_KEY, UNNAMED_OWN_ROUND))
+        return _own_round(folder, header.get(ROUND_KEY, unnamed_own_round()))
     benchmark = header.get("submission_benchmark")
     fits = [r.name for r in all_rounds().values() if benchmark in r.benchmarks]
     advice = "pass --round, or keep the logs under a vX.Y folder"
@@ -60,11 +54,12 @@ def _round_on(day: date | None, fits: list[str]) -> str | None:
     last published round, the one unpublished round among them, if only one."""
     if day is None:
         return None
-    after = [name for name, published in PUBLISHED.items() if published >= day]
+    days = published()
+    after = [name for name, published_on in days.items() if published_on >= day]
     if after:
-        first = min(after, key=PUBLISHED.__getitem__)
+        first = min(after, key=days.__getitem__)
         return first if first in fits else None
-    unpublished = [name for name in fits if name not in PUBLISHED]
+    unpublished = [name for name in fits if name not in days]
     return unpublished[0] if len(unpublished) == 1 else None
 
 

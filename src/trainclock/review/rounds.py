@@ -1,19 +1,23 @@
 """Every MLPerf Training round trainclock reviews, as data: its benchmarks and each one's scoring
 rule, read from the installed mlperf_logging (benchmark_meta, the rule files, the RCP tables and
-what its code does, review/official_code.py) plus the hand-written facts of rules/scoring.yaml."""
+what its code does, review/official_code.py) plus the hand-written facts of rules/scoring.yaml and
+the progress units of rules/benchmarks.yaml."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from types import MappingProxyType
 
 import yaml
 from mlperf_logging.benchmark_meta import _ALL_ALLOWED_BENCHMARKS, get_result_file_counts
 
+from trainclock.errors import DataError
 from trainclock.review import rulebook
+from trainclock.review.benchmarks import field_unit
 from trainclock.review.official_code import official_code
 from trainclock.review.round_rules import FIRST_PASS, LAST_EVAL, ScoringRule
 
@@ -22,8 +26,8 @@ USAGE = "training"
 
 @dataclass(frozen=True)
 class Round:
-    name: str  # "4.0"
-    ruleset: str  # "4.0.0", as mlperf_logging names it
+    name: str  # "X.Y"
+    ruleset: str  # "X.Y.0", as mlperf_logging names it
     benchmarks: tuple[str, ...]  # allowed in the round (benchmark_meta), in its order
     rules: Mapping[str, ScoringRule]  # those trainclock can score: official rule files and its own facts
 
@@ -62,7 +66,7 @@ def all_rounds() -> Mapping[str, Round]:
         ruleset = f"{name}.0"
         if _version_key(name) < first or not rulebook.round_has_rules(name):
             continue
-        allowed = tuple(dict.fromkeys(benchmarks))  # 4.0 lists stable_diffusion twice
+        allowed = tuple(dict.fromkeys(benchmarks))  # a round may list a benchmark twice
         rules = {b: _rule(b, name, ruleset, facts["benchmarks"][b]) for b in allowed
                  if b in facts["benchmarks"] and _has_rule_file(ruleset, b)}
         found[name] = Round(name, ruleset, allowed, MappingProxyType(rules))
@@ -73,20 +77,33 @@ def round_of(name: str) -> Round | None:
     return all_rounds().get(name)
 
 
+def published() -> Mapping[str, date]:
+    """Round name -> the day MLCommons published its results (rules/scoring.yaml)."""
+    return MappingProxyType(_facts()["published"])
+
+
+def unnamed_own_round() -> str:
+    """The round whose rules trainclock's logs followed before they named it (rules/scoring.yaml)."""
+    return _facts()["unnamed_own_round"]
+
+
 def _rule(benchmark: str, round_: str, ruleset: str, row: dict) -> ScoringRule:
     code = official_code()
     drop = code.drops.get(benchmark, code.default_drop)
     # rcp_checker.read_submission_file's cases, in its order
-    if benchmark == "stable_diffusion":
+    if benchmark in code.first_pass_benchmarks:
         key = "step_num" if ruleset in code.step_num_rulesets else "samples_count"
         how, decimals = FIRST_PASS, None
     elif benchmark in code.samples_count_benchmarks:
         key, how, decimals = "samples_count", LAST_EVAL, None
     else:
         key, how, decimals = "epoch_num", LAST_EVAL, 3
+    progress = field_unit(benchmark, key)
+    if progress is None:
+        raise DataError(f"no progress unit for {benchmark}'s {key}: add {benchmark} to review/rules/benchmarks.yaml")
     rcp_pass = tuple((metric, op, float(limit)) for metric, (op, limit) in (row.get("rcp_pass") or {}).items())
     return ScoringRule(benchmark=benchmark, runs=get_result_file_counts(USAGE)[benchmark], drop=drop,
-                       not_converged=drop, progress=_in_round(row["progress"], round_), rcp_progress=how,
+                       not_converged=drop, progress=progress, rcp_progress=how,
                        rcp_pass=rcp_pass, rcp_key=key, rcp_decimals=decimals,
                        rcp_slack=float(_in_round(row.get("rcp_slack", 0), round_) or 0), round=round_)
 

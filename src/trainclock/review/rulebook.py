@@ -49,7 +49,7 @@ class KeyRule:
 
 @dataclass(frozen=True)
 class RuleFile:
-    name: str  # as rule files refer to it, e.g. "training_3.1.0/closed_gpt3.yaml"
+    name: str  # as rule files refer to it, e.g. "training_X.Y.0/closed_<benchmark>.yaml"
     path: Path
     begin: CodeType | None
     keys: dict[str, KeyRule]
@@ -58,7 +58,7 @@ class RuleFile:
 
 
 def official_start(round_: str) -> str:
-    """The file the official checker starts from for a round such as "3.1"."""
+    """The file the official checker starts from for a round ("X.Y")."""
     return f"{rules_folder(round_)}/common.yaml"
 
 

@@ -9,16 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from trainclock.errors import DataError
-from trainclock.mllog.progress import UNIT_KEY, ProgressCodec
+from trainclock.mllog.progress import UNIT_KEY, ProgressCodec, count_field
 from trainclock.mllog.reader import Event, LogSource
 from trainclock.review import compliance
 from trainclock.review.benchmarks import HIGHER, BenchmarkFacts, Metric, benchmark_facts, with_targets
-from trainclock.review.compliance import Finding, LogLine
+from trainclock.review.compliance import Finding, LogLine, line_progress
 from trainclock.review.log_summary import MAX_EVALS, EvalPoint, LogSummary, RcpReading
-from trainclock.review.progress import PROGRESS_FIELDS, line_progress, progress_field
 from trainclock.review.scoring import FIRST_PASS, ScoringRule, scoring_rule
 
-__all__ = ["PROGRESS_FIELDS", "EvalPoint", "LogQuality", "RunReview", "log_quality", "review_log"]
+__all__ = ["EvalPoint", "LogQuality", "RunReview", "log_quality", "review_log"]
 
 # trainclock's own header keys: one target event per quality metric, and the progress unit (mllog.progress)
 TARGET_KEY = "trainclock_target"
@@ -32,7 +31,7 @@ def _header_text(key: str) -> property:
 @dataclass(frozen=True)
 class RunReview:
     path: Path
-    round: str  # the rules it was checked against, e.g. "3.1"
+    round: str  # the rules it was checked against ("X.Y")
     size_bytes: int
     header: dict[str, Any]  # first value of each key logged before run_start: submission_*, hyperparameters
     status: str  # run_stop's metadata status ("success", "aborted"), or "unfinished"
@@ -108,7 +107,7 @@ class RunReview:
     division = _header_text("submission_division")
     org = _header_text("submission_org")
     platform = _header_text("submission_platform")
-    workload = _header_text("trainclock_workload")  # trainclock's own workload (gpt3-mini); not in official logs
+    workload = _header_text("trainclock_workload")  # trainclock's own workload (a member); not in official logs
 
     @property
     def global_batch_size(self) -> int | None:
@@ -118,16 +117,6 @@ class RunReview:
     def progress_unit(self) -> str | None:
         """"tokens", "samples", "steps", "epochs"; None for an unknown benchmark."""
         return self.progress.unit
-
-    @property
-    def units_per_sample(self) -> float | None:
-        """Progress units in one training sample, where known."""
-        return self.progress.units_per_sample
-
-    @property
-    def samples_per_unit(self) -> float | None:
-        """Training samples in one progress unit, where known."""
-        return self.progress.samples_per_unit
 
     @property
     def units_to_converge(self) -> int | float | None:
@@ -147,7 +136,7 @@ class RunReview:
 
 
 def review_log(path: Path, round_: str) -> RunReview:
-    """Review one log under the rules of `round_` ("3.0", "3.1"), streaming it: memory does not
+    """Review one log under the rules of `round_` ("X.Y"), streaming it: memory does not
     grow with the log."""
     summary = LogSummary()
     try:
@@ -227,7 +216,7 @@ def log_quality(events: list[Event], header: dict[str, Any] | None = None,
     progress in (samples_count, ...), where `events` holds only the header."""
     header = _header(events) if header is None else header
     facts = benchmark_facts(header.get("submission_benchmark"))
-    counted_in = counted_in or next((progress_field(e.metadata) for e in events
+    counted_in = counted_in or next((count_field(e.metadata) for e in events
                                      if e.key == "eval_accuracy" and isinstance(e.metadata, dict)), None)
     return LogQuality(_progress_codec(events, header, facts, counted_in), _metrics(events, facts))
 
@@ -235,8 +224,8 @@ def log_quality(events: list[Event], header: dict[str, Any] | None = None,
 def _progress_codec(events: list[Event], header: dict[str, Any], facts: BenchmarkFacts | None,
                     counted_in: str | None) -> ProgressCodec:
     """How the log counts progress: its trainclock_progress_unit event, read back by the codec that
-    wrote it; a unit (and units per sample) it does not name, from the benchmark's facts (an old
-    trainclock gpt3 log has no unit event: its benchmark counts tokens)."""
+    wrote it; a unit (and units per sample) it does not name, from the benchmark's facts (trainclock's
+    first logs have no unit event)."""
     event = _unit_event(events)
     codec = (ProgressCodec.read(event.value, event.metadata, _positive_int(header.get("global_batch_size")))
              if event is not None else UNKNOWN_PROGRESS)
@@ -248,14 +237,6 @@ def _progress_codec(events: list[Event], header: dict[str, Any], facts: Benchmar
 
 def _unit_event(events: list[Event]) -> Event | None:
     return next((e for e in _before_run_start(events) if e.key == UNIT_KEY), None)
-
-
-def _units_per_count(events: list[Event], header: dict[str, Any]) -> float:
-    """How many progress units one count of the log is (mllog.progress): 1 where it does not say."""
-    event = _unit_event(events)
-    if event is None:
-        return 1.0
-    return ProgressCodec.read(event.value, event.metadata, _positive_int(header.get("global_batch_size"))).units_per_count
 
 
 def _before_run_start(events: list[Event]) -> Iterator[Event]:
@@ -324,7 +305,7 @@ def _converged_at(target_met: dict[str, list[LogLine]], evals: tuple[EvalPoint, 
 
 def _evaluations(evals: tuple[EvalPoint, ...], own: list[Metric]) -> list[tuple[Any, dict[str, Any]]]:
     """(progress, {metric: value}) per evaluation, in progress order: a dict-valued line is one
-    evaluation; lines naming their metric (stable diffusion's FID and CLIP) join those at the same
+    evaluation; lines naming their metric (metadata "metric") join those at the same
     progress; a bare number is the one metric's value."""
     grouped: dict[Any, dict[str, Any]] = {}
     out: list[tuple[Any, dict[str, Any]]] = []

@@ -1,5 +1,5 @@
 """Reviews whatever path it is given: one log, a benchmark folder of result_*.txt, a system's
-folder, or a whole MLPerf result tree (`[v3.1/]<org>/results/<system>/<benchmark>/result_<i>.txt`
+folder, or a whole MLPerf result tree (`[vX.Y/]<org>/results/<system>/<benchmark>/result_<i>.txt`
 with `<org>/systems/<system>.json`). This is the entry point other packages call:
 
     from trainclock.review.tree import review_path
@@ -23,12 +23,12 @@ from trainclock.review.run_review import review_log
 from trainclock.review.scoring import supported_rounds
 
 RESULT_LOG = re.compile(r"result_.*\.txt")
-# a round folder as the MLCommons repositories name them: v3.1, or training_results_v3.1
+# a round folder as the MLCommons repositories name them: vX.Y, or training_results_vX.Y
 ROUND_FOLDER = re.compile(r"(?:training_results_)?v(\d+\.\d+)")
 
 
 def review_path(path: Path, round_: str | None = None, rcp_dir: Path | None = None) -> list[EntryReview]:
-    """Every entry under `path`, reviewed and scored. `round_` ("3.0" ... "6.1") overrides the round a
+    """Every entry under `path`, reviewed and scored. `round_` ("X.Y") overrides the round a
     vX.Y/ (or training_results_vX.Y/) folder in the path names; without either, the logs tell it
     (review/round_inference.py) or the review stops with one line saying it cannot."""
     if round_ is not None:
@@ -103,7 +103,7 @@ def _round_from_path(path: Path) -> str | None:
 
 
 def _round_part(path: Path) -> str | None:
-    """The innermost part of `path` that names a round (v4.0, training_results_v4.0)."""
+    """The innermost part of `path` that names a round (vX.Y, training_results_vX.Y)."""
     return next((part for part in reversed(path.parts) if ROUND_FOLDER.fullmatch(part)), None)
 
 

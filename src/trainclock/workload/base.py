@@ -43,7 +43,7 @@ class TargetSource(StrEnum):
 @dataclass(frozen=True)
 class QualityTarget:
     """One metric the run must reach; a benchmark's target may have several (all must hold at the
-    same evaluation: Mask R-CNN's box and mask mAP, Stable Diffusion's FID and CLIP score)."""
+    same evaluation: e.g. box and mask mAP, or an image quality and a text alignment score)."""
 
     metric: str  # the name the workload's score() returns and the log records
     threshold: float
@@ -60,8 +60,8 @@ class QualityTarget:
 class Progress:
     """What the benchmark counts. Throughput is in `unit` per second (tokens, images, samples);
     the MLPerf log counts progress in units, samples, epochs or optimizer steps under `log_key`, as
-    the rules of the benchmark say (gpt3: epoch_num in tokens; bert: samples_count; resnet: epoch_num
-    in epochs; stable_diffusion: step_num in steps)."""
+    the rules of the benchmark say (e.g. epoch_num counting tokens, samples or epochs; samples_count;
+    step_num counting steps)."""
 
     unit: str = "samples"
     units_per_sample: int = 1
@@ -85,13 +85,13 @@ class EvalSchedule:
 
     every: int
     first: int | None = None
-    # the rules score saved models after training, off the clock (Stable Diffusion v3.1: "evaluation
+    # the rules score saved models after training, off the clock (in some rules' words: "evaluation
     # is done offline, the time is not counted towards the submission time"): the loop saves the
     # model at each point instead, trains to its sample limit, then evaluates the saved models in
     # order, and the run ends at the first that meets the target, at the time it was saved
     offline: bool = False
-    # the rules time the evaluation but let training go on while its metric is computed (NVIDIA's
-    # v3.1 ssd and maskrcnn logs: eval_start, the next block_start, eval_accuracy seconds later): the
+    # the rules time the evaluation but let training go on while its metric is computed (some
+    # published detection logs: eval_start, the next block_start, eval_accuracy seconds later): the
     # predictions are made in the step's place, rank 0 scores them on a thread (train/scoring.py),
     # and the run ends at the read of the losses where a passing result has come in
     background_scoring: bool = False
@@ -123,8 +123,8 @@ class EvalShard:
 class TrainJob:
     """Everything the generic loop trains: built by a workload inside init (untimed)."""
 
-    name: str  # the member, e.g. "gpt3-mini": the results folder name
-    benchmark: str  # the MLPerf key (submission_benchmark), e.g. "gpt3"
+    name: str  # the member (<benchmark>-<size>): the results folder name
+    benchmark: str  # the MLPerf key (submission_benchmark)
     division: str  # "closed" only when model, data and hyperparameters are MLPerf's own
     model: nn.Module
     # batch(n, rows): rows `rows` (a data-parallel rank's slice) of the global batch of optimizer step n, built
@@ -147,7 +147,7 @@ class TrainJob:
     log_keys: dict[str, Any] = field(default_factory=dict)
     batches: TreeBatch = field(default_factory=TreeBatch)  # how a batch is sliced and moved to a device
     # "one": a single eval_accuracy line per evaluation (a dict where several metrics); "per_metric": one
-    # line per quality metric with metadata {"metric": name}, as stable_diffusion's rules read them
+    # line per quality metric with metadata {"metric": name}, as some benchmarks' rules read them
     eval_lines: Literal["one", "per_metric"] = "one"
     # the batches' shapes repeat from step to step: on a GPU, cuDNN then times its convolution algorithms
     # for each shape once and keeps the fastest (cudnn.benchmark); images of ever new sizes would re-time
@@ -209,10 +209,10 @@ class RunSpec(Protocol):
 
 
 class Workload(Protocol):
-    key: str  # the MLPerf benchmark key: gpt3, bert, resnet, ssd, ...
-    title: str  # e.g. "GPT-3"
+    key: str  # the MLPerf benchmark key (submission_benchmark)
+    title: str  # how people name it
     full_size: str  # the member that `trainclock run <key>` means: MLPerf's closed configuration
-    mlperf_round: str  # the MLPerf Training round whose rules it follows, e.g. "3.1": its logs say so, the review applies them
+    mlperf_round: str  # the MLPerf Training round whose rules it follows ("X.Y"): its logs say so, the review applies them
 
     def members(self) -> Sequence[Member]:
         """Every member (size or CPU tier), smallest first."""

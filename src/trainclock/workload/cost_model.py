@@ -24,16 +24,16 @@ the cluster (precision, sharding, schedules, links). How the planner uses each p
   way under tensor parallelism; a pipeline stage sends that many values per sample to the next.
 - progress and convergence: `progress` is the codec of the progress the member's runs log (the
   job's Progress.codec, mllog.progress), so the plan and the log count alike; from it, MLPerf counts
-  progress in a unit (`progress_unit`: tokens for GPT-3, epochs for ResNet-50 and DLRM, samples for
-  BERT and Stable Diffusion, whose log counts steps), `units_per_sample` of it per sample;
+  progress in a unit (`progress_unit`: tokens, epochs, or samples, also where the log counts
+  steps), `units_per_sample` of it per sample;
   `convergence` gives, per global batch size, the units a run needs to reach the target (MLPerf's
   RCPs or trainclock's own reference runs); runs evaluate every `eval_every_samples` over
   `eval_samples` samples.
 
-Non-transformer benchmarks fill the same terms: ResNet-50 has `tensor_parallel_units` 1 and
-`layers` 1 (data parallel only), all its FLOPs in `weights` and epochs as its unit (1/1,281,167
-epoch per image); 3D U-Net likewise with samples as its unit; DLRM puts its embedding tables in
-`other_parameters` and the MLP in `layers`, and declares the tables model parallel:
+Non-transformer benchmarks fill the same terms: an image classifier has `tensor_parallel_units` 1
+and `layers` 1 (data parallel only), all its FLOPs in `weights` and epochs as its unit (1/<training
+images> epoch per image); a recommender puts its embedding tables in `other_parameters` and the
+MLP in `layers`, and declares the tables model parallel:
 
 - model-parallel parameters: `sharded_parameters` (part of the totals above) are split over every
   device by the model itself (embedding tables table- or row-wise): memory divides them over all
@@ -86,8 +86,8 @@ class ConvergencePoints:
 class WorkloadCost(Protocol):
     """One benchmark member's cost model. Attributes may be plain attributes or properties."""
 
-    name: str  # the member, e.g. "gpt3-175b"
-    benchmark: str  # the MLPerf benchmark key it stands for ("gpt3"): scoring rules, calibration data
+    name: str  # the member (<benchmark>-<size>)
+    benchmark: str  # the MLPerf benchmark key it stands for: scoring rules, calibration data
     parameter_count: int  # all parameters, trained or frozen (see trained_parameter_count)
     layers: int  # identical repeated layers a pipeline cuts; pp x vp must divide it
     layer_parameters: float  # parameters of one of those layers
@@ -117,7 +117,8 @@ class WorkloadCost(Protocol):
 
     @property
     def units_per_sample(self) -> float:
-        """Progress units (progress_unit) per sample, from `progress` (GPT-3: tokens per sequence)."""
+        """Progress units (progress_unit) per sample, from `progress` (tokens per sequence where
+        the benchmark counts tokens)."""
         return plan_progress(self.progress)[1]
 
     def output_bytes(self, micro_batch: int, tp: int) -> float:
@@ -189,7 +190,7 @@ class WorkloadCost(Protocol):
 
 def plan_progress(codec: ProgressCodec) -> tuple[str, float]:
     """(unit, units per sample) a plan counts progress in, for a log that counts as `codec` says: what
-    the log counts, in a unit no batch size changes. The progress unit where the log counts it (gpt3:
+    the log counts, in a unit no batch size changes. The progress unit where the log counts it (e.g.
     tokens), epochs where it counts epochs (samples_per_epoch samples each), else samples: a logged
     step is a global batch of them, and the plan picks the batch."""
     if codec.logged_in == "units":
@@ -214,7 +215,7 @@ def transformer_layer_activation_bytes(seq_len: int, micro_batch: int, hidden: i
 
 
 def rcp_convergence(folder: Path, benchmark: str, round_: str) -> ConvergencePoints:
-    """MLPerf's reference convergence points of `benchmark` as round `round_` ("3.1") has them: the
+    """MLPerf's reference convergence points of `benchmark` as round `round_` ("X.Y") has them: the
     newest rcps/training_<round>/rcps_<benchmark>.json in `folder` not after that round, else the
     round's own from the installed rules package; the mean units to target of the reference runs
     at each batch size. (A later round's table may count other units: never used for an older one.)"""
@@ -233,21 +234,21 @@ def rcp_convergence(folder: Path, benchmark: str, round_: str) -> ConvergencePoi
 
 
 def _units_to_converge(point: dict) -> list[float]:
-    """A reference point's runs: "Epochs to converge" until round 3.1, "samples to converge" in the
+    """A reference point's runs: "Epochs to converge" in the older rounds' tables, "samples to converge" in
     later rounds' tables of the benchmarks that count samples (as the rules package's checker reads them)."""
     return point["Epochs to converge"] if "Epochs to converge" in point else point["samples to converge"]
 
 
 def rules_rcp_file(benchmark: str, round_: str) -> Path:
     """The reference convergence points of `benchmark` that the installed mlperf_logging package
-    ships for round `round_` ("3.1")."""
+    ships for round `round_` ("X.Y")."""
     from mlperf_logging import rcp_checker
 
     return Path(rcp_checker.__file__).parent / f"training_{round_}.0" / f"rcps_{benchmark}.json"
 
 
 def _round_order(folder_name: str) -> tuple[int, ...]:
-    """training_3.1.0 -> (3, 1, 0): rounds in release order (6.1 after 5.1, 10.0 after 9.0)."""
+    """training_X.Y.Z -> (X, Y, Z): rounds in release order (numerically: 10.0 after 9.0)."""
     return tuple(int(x) for x in folder_name.removeprefix("training_").split("."))
 
 

@@ -3,8 +3,9 @@ benchmarks/reference_targets.py records them in <workload package>/targets/<memb
 
 The file holds `targets` ({metric: threshold}), a one-line `summary`, the budget, machine,
 precision and load, and `runs`: per seed its evals as [time_s, samples, units, {metric: value}],
-samples/s and MFU. Files recorded before this format carry one metric under a key of the
-workload's own (e.g. target_log_perplexity) and evals as [time_s, units, value]; readers accept both.
+samples/s and MFU. Files recorded before this format carry their one metric's target under a
+top-level key of the workload's own naming (target_*) and evals as [time_s, units, value]; readers
+accept both.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from trainclock.workload.cost_model import ConvergencePoints
 
 @cache
 def load(package: str, member: str) -> dict:
-    """The evidence of `member` shipped in `package` (e.g. "trainclock.workloads.resnet")."""
+    """The evidence of `member` shipped in `package` (a benchmark's package under trainclock.workloads)."""
     path = resources.files(package) / "targets" / f"{member}.json"
     try:
         evidence = json.loads(path.read_text())
@@ -37,10 +38,16 @@ def load(package: str, member: str) -> dict:
 
 
 def threshold(evidence: dict, metric: str, legacy_key: str | None = None) -> float:
-    """The recorded target of `metric`."""
-    value = (evidence.get("targets") or {}).get(metric)
-    if value is None and legacy_key is not None:
+    """The recorded target of `metric`; in a file of the older format, its one target_* number
+    (or `legacy_key`'s)."""
+    targets = evidence.get("targets")
+    if isinstance(targets, dict):
+        value = targets.get(metric)
+    elif legacy_key is not None:
         value = evidence.get(legacy_key)
+    else:
+        older = [value for key, value in evidence.items() if key.startswith("target_")]
+        value = older[0] if len(older) == 1 else None
     if not isinstance(value, int | float):
         raise DataError(f"the target evidence has no number for {metric!r}; record it again")
     return float(value)

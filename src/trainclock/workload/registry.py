@@ -1,5 +1,5 @@
 """Finds the benchmarks. Each subpackage of trainclock.workloads that exposes WORKLOAD (or
-WORKLOADS, a sequence: one package holding several benchmarks, as detection's ssd and maskrcnn) joins,
+WORKLOADS, a sequence: one package holding several benchmarks that share a model family) joins,
 as does every module named in $TRAINCLOCK_WORKLOADS (comma-separated import paths: a user's own
 benchmark, or the tests' toy workload) and every `trainclock.workloads` entry point. Commands ask
 this module, never a benchmark by name. A built-in benchmark whose third-party dependency is not
@@ -32,8 +32,8 @@ def unavailable() -> dict[str, str]:
 
 
 def find(name: str) -> tuple[Workload, str]:
-    """The workload and member a name means: a member (gpt3-mini) or an MLPerf key alone (gpt3,
-    meaning its full-size member)."""
+    """The workload and member a name means: a member (<benchmark>-<size>) or an MLPerf key
+    alone (meaning its full-size member)."""
     for workload in workloads():
         if name == workload.key:
             return workload, workload.full_size

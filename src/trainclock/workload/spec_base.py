@@ -41,8 +41,9 @@ def rules_target(metrics: Sequence[tuple[str, Direction, float]], note: str) -> 
 def recorded_target(package: str, member: str, metrics: Sequence[tuple[str, Direction]],
                     legacy_key: str | None = None) -> dict[str, Any]:
     """The target fields of a member whose thresholds its reference runs fixed (targets/<member>.json
-    in `package`): measured where runs stand behind them, else estimated. `legacy_key` reads a
-    single-metric file recorded before targets were keyed by metric."""
+    in `package`): measured where runs stand behind them, else estimated. A single-metric file
+    recorded before targets were keyed by metric is read by its one target_* key (`legacy_key`
+    names it, where needed)."""
     recorded = evidence.load(package, member)
     quality = tuple(QualityTarget(metric, evidence.threshold(recorded, metric, legacy_key), direction)
                     for metric, direction in metrics)

@@ -11,10 +11,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from trainclock.mllog.progress import ProgressCodec
 from trainclock.workload import evidence
-from trainclock.workload.base import TargetSource
+from trainclock.workload.base import Progress, TargetSource
 from trainclock.workload.cost_model import ConvergencePoints, WorkloadCost, rcp_convergence
 from trainclock.workload.spec_base import MemberSet, MemberSpec
 
@@ -22,10 +23,14 @@ from trainclock.workload.spec_base import MemberSet, MemberSpec
 class SpecCost(WorkloadCost):
     """A cost model over a member's spec (a dataclass field `spec` in the subclass) whose name, batch
     size and eval cadence are the spec's own `name`, `mlperf_benchmark`, `global_batch_size` and
-    `eval_every_samples`; `members` is the benchmark's MemberSet (the measured members' evidence)."""
+    `eval_every_samples`; `members` is the benchmark's MemberSet (the measured members' evidence),
+    `spec_progress` its run_progress."""
 
     spec: MemberSpec
     members: ClassVar[MemberSet]
+    # the benchmark's run_progress (a staticmethod): the Progress its member's runs log, so that the
+    # plan counts progress as the log does
+    spec_progress: ClassVar[Callable[[Any], Progress]]
 
     @property
     def name(self) -> str:
@@ -34,6 +39,10 @@ class SpecCost(WorkloadCost):
     @property
     def benchmark(self) -> str:
         return self.spec.mlperf_benchmark
+
+    @property
+    def progress(self) -> ProgressCodec:
+        return self.spec_progress(self.spec).codec
 
     @property
     def reference_batch_size(self) -> int:

@@ -7,7 +7,7 @@ from trainclock.workloads.gpt3.spec import get_member
 def test_175b_uses_the_mlperf_hyperparameters():
     s = get_member("gpt3-175b")
     assert (s.adam_beta1, s.adam_beta2, s.adam_eps, s.gradient_clip_norm) == (0.9, 0.95, 1e-8, 1.0)
-    assert s.target_log_perplexity == 2.69
+    assert s.quality[0].threshold == 2.69
     assert s.eval_every_samples == 24576
     assert (s.global_batch_size, s.learning_rate, s.end_learning_rate) == (1536, 2e-5, 2e-6)
 

@@ -40,10 +40,11 @@ def test_a_job_can_ask_for_a_line_per_metric():
 
 
 def test_review_joins_a_line_per_metric_into_one_evaluation_and_counts_steps_in_images():
+    from trainclock.mllog.progress import ProgressCodec
     from trainclock.mllog.reader import Event
     from trainclock.review.benchmarks import HIGHER, LOWER, Metric
     from trainclock.review.log_summary import EvalPoint
-    from trainclock.review.run_review import _converged_at, _units_per_count
+    from trainclock.review.run_review import _converged_at
 
     own = (Metric("FID", LOWER, None, 90.0), Metric("CLIP", HIGHER, None, 0.15))
     evals = tuple(EvalPoint(step, value, metric, 0, 0) for step, value, metric in
@@ -52,4 +53,4 @@ def test_review_joins_a_line_per_metric_into_one_evaluation_and_counts_steps_in_
     assert _converged_at({}, evals, own) == 6  # FID and CLIP meet their targets together first at step 6
     unit = Event(key="trainclock_progress_unit", value="images", metadata={"per_sample": 1, "logged_in": "steps"},
                  event_type="POINT_IN_TIME", time_ms=0, lineno=1)
-    assert _units_per_count([unit], {"global_batch_size": 512}) == 512.0
+    assert ProgressCodec.read(unit.value, unit.metadata, 512).units_per_count == 512.0

@@ -1,9 +1,9 @@
-"""The published MLPerf data the planner calibrates on: a benchmark's results table (MLPerf GPT-3's
-is the one published), the reference convergence points, and the timings of evaluations and steps
-read from result logs.
+"""The published MLPerf data the planner calibrates on: the results table of the benchmark
+submissions.toml names, the reference convergence points, and the timings of evaluations and
+steps read from result logs.
 
-The data live in a folder laid out as shared/mlperf-results (gpt3_results_calibration.csv,
-rcps/, v3.x/ result trees): given with --mlperf-results, or $TRAINCLOCK_MLPERF_RESULTS, or found
+The data live in a folder laid out as shared/mlperf-results (<benchmark>_results_calibration.csv,
+rcps/, vX.Y/ result trees): given with --mlperf-results, or $TRAINCLOCK_MLPERF_RESULTS, or found
 as shared/mlperf-results beside a checkout of this repository."""
 
 from __future__ import annotations
@@ -11,8 +11,11 @@ from __future__ import annotations
 import csv
 import os
 import statistics
+import tomllib
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
 from pathlib import Path
 
 from trainclock.errors import DataError
@@ -20,7 +23,35 @@ from trainclock.mllog.reader import read_events
 from trainclock.mllog.time_to_train import eval_spans
 
 ENV_VAR = "TRAINCLOCK_MLPERF_RESULTS"
-RESULTS_CSV = "gpt3_results_calibration.csv"
+SUBMISSIONS = "planner/calibration/submissions.toml"
+
+
+@cache
+def submissions() -> dict:
+    """submissions.toml: the benchmark the results table is about, and how each stack ran."""
+    try:
+        return tomllib.loads((resources.files("trainclock.planner.calibration") / "submissions.toml").read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise DataError(f"{SUBMISSIONS} is malformed ({e}); fix the file") from None
+
+
+def table_benchmark() -> str:
+    """The MLPerf benchmark whose results table and logs this source calibrates on (the one
+    submissions.toml names); published_scores leaves its entries to this source."""
+    try:
+        return submissions()["benchmark"]
+    except KeyError:
+        raise DataError(f"{SUBMISSIONS} is incomplete: it names the benchmark its table is about") from None
+
+
+def results_csv() -> str:
+    """The results table's file name in the data folder: that benchmark's calibration table."""
+    return f"{table_benchmark()}_results_calibration.csv"
+
+
+def table_title() -> str:
+    """How tables name that benchmark (submissions.toml's title, else its key)."""
+    return str(submissions().get("title", table_benchmark()))
 
 
 def shared_folder(explicit: Path | None, env_var: str, shared_name: str, marker: str) -> tuple[Path | None, str]:
@@ -39,9 +70,9 @@ def shared_folder(explicit: Path | None, env_var: str, shared_name: str, marker:
 
 
 def results_dir(explicit: Path | None = None) -> Path:
-    folder, where = shared_folder(explicit, ENV_VAR, "mlperf-results", RESULTS_CSV)
+    folder, where = shared_folder(explicit, ENV_VAR, "mlperf-results", results_csv())
     if folder is None:
-        raise DataError(f"no {RESULTS_CSV} in {where}; pass --mlperf-results DIR (a folder laid out as "
+        raise DataError(f"no {results_csv()} in {where}; pass --mlperf-results DIR (a folder laid out as "
                         f"shared/mlperf-results) or set {ENV_VAR}")
     return folder
 
@@ -58,7 +89,7 @@ class PublishedEntry:
     global_batch_size: int
     framework: str
     run_minutes: tuple[float, ...]
-    run_units: tuple[int, ...]  # progress to target of each run, in the benchmark's unit (GPT-3: tokens)
+    run_units: tuple[int, ...]  # progress to target of each run, in the benchmark's progress unit
     score_minutes: float  # the official score: olympic mean of the runs
 
     @property
@@ -74,7 +105,7 @@ class PublishedEntry:
 
 
 def read_published(folder: Path) -> list[PublishedEntry]:
-    path = folder / RESULTS_CSV
+    path = folder / results_csv()
     try:
         with open(path, newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader(f))

@@ -102,8 +102,8 @@ def measured_peaks(runs: Sequence[OwnRun], member: str | None = None,
     """This CPU's matmul peak per precision as its stored runs measured it (the median: one
     measurement on a busy machine can be off 2-fold), and where it comes from. With `member`, the
     runs a plan of it calibrates on (calibration_runs at `threads`), where it has any: each run's
-    efficiency is relative to its own peak, and the thread count moves the peak (resnet's 1-thread
-    runs measure about half the 2-thread peak)."""
+    efficiency is relative to its own peak, and the thread count moves the peak (1-thread runs
+    measure about half the 2-thread peak)."""
     whose = "the stored runs'"
     if member is not None:
         chosen = [r for p in ("bf16", "fp32") for r in calibration_runs(runs, member, p, threads)]
@@ -162,7 +162,7 @@ class OwnFit:
 def at_its_peak(accelerator: Accelerator, run: OwnRun) -> Accelerator:
     """`accelerator` with the matmul peak `run` measured at its start, where it did: this VM's speed
     drifts by a third over an hour (a shared host), and a run's steps and its own peak measurement
-    move together (bert-tiny: steps 75-115 ms at peaks of 2.6-2.0 TFLOP/s, their product within 8%)."""
+    move together (one tier: steps 75-115 ms at peaks of 2.6-2.0 TFLOP/s, their product within 8%)."""
     if not run.peak_flops:
         return accelerator
     return replace(accelerator, peak_flops={**accelerator.peak_flops, run.precision: run.peak_flops})
@@ -207,7 +207,7 @@ def fit(cost: WorkloadCost, accelerator: Accelerator, runs: Sequence[OwnRun]) ->
     else:
         eval_compute, eval_overhead = None, max(0.0, statistics.median(p.eval_s - f for (_, p), f in zip(timed, forward)))
     # not floored at zero: where a step's work grows as the model learns, the first interval's steps
-    # are cheaper than the steady ones and the rest is negative (maskrcnn tiers: the mask head trains
+    # are cheaper than the steady ones and the rest is negative (a detector's tiers: the mask head trains
     # on the positive RoIs, more of them as the RPN learns; first interval 10-15% faster per step)
     run_overhead = statistics.median(p.rest for _, p in timed)
     what = f"{run.precision}, {run.threads} thread{'s' if run.threads > 1 else ''}"
@@ -260,7 +260,7 @@ class MemberCheck:
     member's time-to-train is the median of its runs as measured, and the median of all its runs'
     outcomes as predicted. Not the median of the runs' predictions: each is at the median progress,
     and the median of times is not the time at the median progress where runs differ in speed too
-    (bert-tiny: 2 of 8 runs met the target one evaluation early, and not the slowest ones)."""
+    (one tier: 2 of 8 runs met the target one evaluation early, and not the slowest ones)."""
 
     member: str
     precision: str

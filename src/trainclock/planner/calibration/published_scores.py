@@ -16,8 +16,8 @@ log borrow.
 Leave-one-out predicts each entry from a fit on the other entries of its benchmark and
 accelerator (the timing log too is left out with its own entry). Entries on CPUs only (no
 accelerator), on accelerators missing from the catalogue and in the open division are left out
-and counted; the entries of the benchmark result_files calibrates on (GPT-3) have their own,
-layout-aware calibration (result_files.py)."""
+and counted; the entries of the benchmark result_files calibrates on (the one submissions.toml
+names) have their own, layout-aware calibration (result_files.py)."""
 
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ from scipy.optimize import least_squares
 
 from trainclock.errors import DataError, UsageError
 from trainclock.mllog.reader import read_events
-from trainclock.planner.calibration import Calibrated, Request, result_files
-from trainclock.planner.calibration.mlperf_data import shared_folder
+from trainclock.planner.calibration import Calibrated, Request
+from trainclock.planner.calibration.mlperf_data import shared_folder, table_benchmark, table_title
 from trainclock.planner.model import search
 from trainclock.planner.model.convergence import ConvergenceModel, load_convergence
 from trainclock.planner.model.hardware import Accelerator, by_alias
@@ -52,8 +52,8 @@ GENERIC = {"sequence_parallel": False, "recompute": "none", "zero": 0, "overlap"
 DATA_PARALLEL = {"tp": 1, "pp": 1, "zero": 0}
 START_EFFICIENCY = 0.3  # where the fit starts, and the efficiency the search ranks layouts with
 UNKNOWN_BATCH_TIE = 0.01  # predicted times this close (fraction) do not tell an unknown batch
-# Above 1 where a cost model counts FLOPs the real runs skip (BERT's padding: the submissions pack
-# or unpad sequences, about half of a 512-token sample); the tables flag such fits.
+# Above 1 where a cost model counts FLOPs the real runs skip (padding: a language model's submissions
+# pack or unpad sequences, about half of a 512-token sample); the tables flag such fits.
 MAX_EFFICIENCY = 2.0
 MAX_STEP_OVERHEAD_S = 0.05  # bound of the fitted fixed cost per step
 STEP_OVERHEAD_PRIOR = 0.01  # weight of the pull to no fixed cost, against log errors of the scores
@@ -202,8 +202,8 @@ def load_suite(folder: Path, catalogue: dict[str, Accelerator], mlperf_dir, only
     for row in rows:
         if only is not None and row.benchmark != only:
             continue
-        if row.benchmark == result_files.table_benchmark():
-            left_out[f"{result_files.table_title()}: calibrated with its layouts and logs (plan --validate's first tables)"] += 1
+        if row.benchmark == table_benchmark():
+            left_out[f"{table_title()}: calibrated with its layouts and logs (plan --validate's first tables)"] += 1
             continue
         if row.division != "closed":
             left_out["open division"] += 1
@@ -239,7 +239,7 @@ def load_suite(folder: Path, catalogue: dict[str, Accelerator], mlperf_dir, only
 
 
 def _result_folder(folder: Path, row: ScoreRow, benchmark: str) -> Path:
-    return folder / "v3.1" / row.submitter / "results" / row.system / benchmark
+    return folder / f"v{row.round}" / row.submitter / "results" / row.system / benchmark
 
 
 @dataclass(frozen=True)
@@ -282,7 +282,7 @@ def _plan_entry(bench: Benchmark, row: ScoreRow, accelerator: Accelerator, use_p
     micro-batches a step runs), data parallel; else plain data parallelism where the model fits one device,
     as the submissions of these models run; a search at one guessed efficiency would otherwise pick
     sharding or a pipeline whose traffic only that efficiency hides, and the fit could not move the
-    time (BERT went FSDP). Where the search's batches tie, the one nearest the published batch on
+    time (a model went FSDP). Where the search's batches tie, the one nearest the published batch on
     the accelerator (_unknown_batch)."""
     published = published_layout(bench.key, accelerator.id, row.count) if use_published else None
     if published is not None:
@@ -495,7 +495,7 @@ class PublishedScoresSource:
 
     def calibrate(self, request: Request) -> Calibrated | None:
         key = request.cost.benchmark
-        if request.stack is not None or request.efficiency is not None or key == result_files.table_benchmark():
+        if request.stack is not None or request.efficiency is not None or key == table_benchmark():
             return None
         bench = self.benchmark(key)
         found = fit_for(bench, request.accelerator) if bench is not None else None

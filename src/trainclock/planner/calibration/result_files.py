@@ -3,7 +3,7 @@ step-time model cannot know from datasheets, and test them on results left out o
 
 - compute efficiency: the fraction of peak FLOP/s the matmuls reach, fitted to the official
   time-to-train of the stack's entries in the results table (each timed with the progress its
-  scored run actually made: tokens for GPT-3);
+  scored run actually made, in the benchmark's progress unit);
 - evaluation overhead: seconds each evaluation costs beyond its forward passes, fitted to the
   evaluation times in the stack's result logs (eval_stop - eval_start). A stack whose log is
   left out borrows the overhead of the same accelerator's other stack.
@@ -11,7 +11,7 @@ step-time model cannot know from datasheets, and test them on results left out o
 Everything else (links, bubble, overlap, optimizer) comes from the catalogue and the layout.
 Predictions of left-out entries use the convergence model's progress, as a user's would.
 
-The published table is one benchmark's (submissions.toml names it: MLPerf's gpt3), planned with
+The published table is one benchmark's (submissions.toml names it), planned with
 the cost model of that benchmark's full-size member, found through the workload registry."""
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ import statistics
 import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from functools import cache, cached_property
-from importlib import resources
+from functools import cached_property
 from pathlib import Path
 
 from scipy.optimize import least_squares
 
 from trainclock.errors import DataError, UsageError
 from trainclock.planner.calibration import Calibrated, Request
-from trainclock.planner.calibration.mlperf_data import LogTiming, PublishedEntry, log_timing, read_published
+from trainclock.planner.calibration.mlperf_data import (SUBMISSIONS, LogTiming, PublishedEntry, log_timing,
+                                                        read_published, submissions, table_benchmark)
 from trainclock.planner.model.convergence import ConvergenceModel, load_convergence
 from trainclock.planner.model.hardware import Accelerator, by_alias
 from trainclock.planner.model.parallel_plan import LAYOUT_FIELDS, Plan, complete, parse_layout
@@ -140,35 +140,10 @@ def load_calibration_data(folder: Path, catalogue: dict[str, Accelerator]) -> Ca
     return CalibrationData(cost, stacks, tuple(entries), timings, load_convergence(cost, lambda: folder))
 
 
-SUBMISSIONS = "planner/calibration/submissions.toml"
-
-
-@cache
-def _submissions() -> dict:
-    try:
-        return tomllib.loads((resources.files("trainclock.planner.calibration") / "submissions.toml").read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise DataError(f"{SUBMISSIONS} is malformed ({e}); fix the file") from None
-
-
-def table_benchmark() -> str:
-    """The MLPerf benchmark whose results table and logs this source calibrates on (the one
-    submissions.toml names); published_scores leaves its entries to this source."""
-    try:
-        return _submissions()["benchmark"]
-    except KeyError:
-        raise DataError(f"{SUBMISSIONS} is incomplete: it names the benchmark its table is about") from None
-
-
-def table_title() -> str:
-    """How tables name that benchmark (submissions.toml's title, else its key)."""
-    return str(_submissions().get("title", table_benchmark()))
-
-
 def _read_submissions(catalogue: dict[str, Accelerator]) -> tuple[str, dict[str, Stack], dict[str, tuple[dict, str]]]:
     path = SUBMISSIONS
     try:
-        table = _submissions()
+        table = submissions()
         benchmark = table["benchmark"]
         stacks = {sid: Stack(sid, catalogue[s["accelerator"]], s["round"], s["software"], parse_layout(s["layout"]),
                              s["layout_source"], s["timing_entry"], s["timing_log"])

@@ -4,7 +4,7 @@ linearly between batch sizes as MLPerf's RCP checker does. A run stops at the fi
 past the target, so what it trains rounds up to a whole number of evaluation intervals; the points,
 means over such runs, are what a submission's runs train on average (expected_samples).
 
-Points come in the benchmark's progress unit (tokens for GPT-3); the planner counts samples."""
+Points come in the benchmark's progress unit (tokens, samples, epochs); the planner counts samples."""
 
 from __future__ import annotations
 

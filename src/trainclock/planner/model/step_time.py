@@ -42,7 +42,7 @@ class Efficiency:
     # (a fit on own runs may make it negative: their first interval's steps cheaper than the steady ones)
     # fraction of peak the evaluation's forward matmuls reach where it differs from `compute`:
     # forward-only work, free of autograd and the backward's slower kernels, can run nearer the
-    # peak (bert-mini's evaluations on a CPU take 60% of the forward time its training implies)
+    # peak (a CPU tier's evaluations measured at 60% of the forward time its training implies)
     eval_compute: float | None = None
     # once per optimizer step whatever its size: kernel launches, host synchronisation, the step's
     # bookkeeping; what makes a few samples per accelerator slower per sample than many

@@ -1,5 +1,5 @@
 """The planner's one way to a workload: its cost model, found through the workload registry by a
-member name ("gpt3-175b") or an MLPerf benchmark key ("gpt3": its full-size member)."""
+member name (<benchmark>-<size>) or an MLPerf benchmark key (its full-size member)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`plan --validate` for every benchmark but GPT-3: each published v3.1 entry predicted from a fit
+"""`plan --validate` for every benchmark but submissions.toml's: each published entry predicted from a fit
 on the other entries of its benchmark and accelerator (leave-one-out), the fits on all entries,
 and the floor no model of accelerator and count can go below: entries on the same accelerators in
 the same number, by different submitters, differ among themselves."""

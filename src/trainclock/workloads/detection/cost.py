@@ -24,7 +24,6 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from trainclock.mllog.progress import ProgressCodec
 from trainclock.workload.base import Progress
 from trainclock.workload.cost_model import SampleFlops, WorkloadCost
 from trainclock.workload.spec_base import MemberSet
@@ -128,9 +127,7 @@ class DetectionCost(SpecCost):
     boundary_values_per_sample = 0.0
     tp_collectives_per_layer = 0
 
-    @property
-    def progress(self) -> ProgressCodec:
-        return run_progress(self.spec).codec
+    spec_progress = staticmethod(run_progress)
 
     sample_noun = "images"
 

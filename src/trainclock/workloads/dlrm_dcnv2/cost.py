@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainclock.mllog.progress import ProgressCodec
 from trainclock.workload.base import Progress
 from trainclock.workload.cost_model import SampleFlops
 from trainclock.workload.spec_cost import SpecCost
@@ -120,9 +119,7 @@ class DlrmCost(SpecCost):
             fullest = max(fullest, row * plan.rows_on(rank) + grads)
         return dense + fullest
 
-    @property
-    def progress(self) -> ProgressCodec:
-        return run_progress(self.spec).codec
+    spec_progress = staticmethod(run_progress)
 
     sample_noun = "click samples"
 

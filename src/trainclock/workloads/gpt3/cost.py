@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from trainclock.mllog.progress import ProgressCodec
 from trainclock.workload.base import Progress
 from trainclock.workload.cost_model import SampleFlops, WorkloadCost, transformer_layer_activation_bytes
 from trainclock.workload.spec_cost import LayerStackCost
@@ -61,9 +60,7 @@ class GPT3Cost(LayerStackCost):
 
     optimizer_state_bytes_per_parameter = ADAM_STATE_BYTES
 
-    @property
-    def progress(self) -> ProgressCodec:
-        return run_progress(self.spec).codec
+    spec_progress = staticmethod(run_progress)
 
     @property
     def sample_noun(self) -> str:

@@ -45,11 +45,6 @@ class GPT3Spec(MemberSpec):
     fp8: bool = False  # the blocks' matmuls in FP8 through torchao (--fp8, fp8.py); bf16 by default
 
     @property
-    def target_log_perplexity(self) -> float:
-        """The target's threshold (the planner's and the run tests' name for it)."""
-        return self.targets[METRIC]
-
-    @property
     def seq_len(self) -> int:
         return self.shape.context
 
@@ -133,7 +128,7 @@ def _gpt3_175b() -> GPT3Spec:
 
 
 def _cpu_member(name: str, shape: GPTShape, **hyper) -> GPT3Spec:
-    target = recorded_target(__package__, name, [(METRIC, "lower")], legacy_key="target_log_perplexity")
+    target = recorded_target(__package__, name, [(METRIC, "lower")])
     return GPT3Spec(name=name, shape=shape, corpus="shakespeare", **target, **hyper)
 
 

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainclock.mllog.progress import ProgressCodec
 from trainclock.workload.base import Progress
 from trainclock.workload.cost_model import (ConvergencePoints, SampleFlops, WorkloadCost, rules_rcp_table,
                                             transformer_layer_activation_bytes)
@@ -73,9 +72,7 @@ class LoraCost(SpecCost):
 
     optimizer_state_bytes_per_parameter = float(ADAM_STATE_BYTES)
 
-    @property
-    def progress(self) -> ProgressCodec:
-        return run_progress(self.spec).codec
+    spec_progress = staticmethod(run_progress)
 
     @property
     def sample_noun(self) -> str:

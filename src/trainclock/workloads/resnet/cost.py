@@ -20,7 +20,6 @@ from functools import cached_property
 import torch
 from torch import nn
 
-from trainclock.mllog.progress import ProgressCodec
 from trainclock.workload import evidence
 from trainclock.workload.base import Progress
 from trainclock.workload.cost_model import SampleFlops, WorkloadCost
@@ -78,9 +77,7 @@ class ResNetCost(SpecCost):
     tp_collectives_per_layer = 0
     optimizer_state_bytes_per_parameter = SGD_STATE_BYTES
 
-    @property
-    def progress(self) -> ProgressCodec:
-        return run_progress(self.spec).codec
+    spec_progress = staticmethod(run_progress)
 
     sample_noun = "images"
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainclock.mllog.progress import ProgressCodec
 from trainclock.workload.base import Progress
 from trainclock.workload.cost_model import SampleFlops, WorkloadCost
 from trainclock.workload.spec_cost import SpecCost
@@ -54,9 +53,7 @@ class RnntCost(SpecCost):
     tp_collectives_per_layer = 0
     optimizer_state_bytes_per_parameter = LAMB_EMA_STATE_BYTES
 
-    @property
-    def progress(self) -> ProgressCodec:
-        return run_progress(self.spec).codec
+    spec_progress = staticmethod(run_progress)
 
     @property
     def sample_noun(self) -> str:

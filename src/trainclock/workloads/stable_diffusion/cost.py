@@ -19,7 +19,6 @@ from pathlib import Path
 
 import torch
 
-from trainclock.mllog.progress import ProgressCodec
 from trainclock.workload.base import Progress
 from trainclock.workload.cost_model import ConvergencePoints, SampleFlops, WorkloadCost
 from trainclock.workload.spec_cost import SpecCost
@@ -85,9 +84,7 @@ class SDCost(SpecCost):
 
     optimizer_state_bytes_per_parameter = ADAM_BYTES
 
-    @property
-    def progress(self) -> ProgressCodec:
-        return run_progress(self.spec).codec
+    spec_progress = staticmethod(run_progress)
 
     @property
     def sample_noun(self) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainclock.mllog.progress import ProgressCodec
 from trainclock.workload.base import Progress
 from trainclock.workload.cost_model import SampleFlops, WorkloadCost
 from trainclock.workload.spec_cost import SpecCost
@@ -72,9 +71,7 @@ class Unet3DCost(SpecCost):
 
     optimizer_state_bytes_per_parameter = MOMENTUM_BYTES
 
-    @property
-    def progress(self) -> ProgressCodec:
-        return run_progress(self.spec).codec
+    spec_progress = staticmethod(run_progress)
 
     @property
     def sample_noun(self) -> str:

@@ -101,7 +101,8 @@ def register(sub) -> None:
 
 
 def _add_shape(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("benchmark", help="e.g. gpt3-mini (see `trainclock list`)")
+    parser.add_argument("benchmark", help="a member (<benchmark>-<size>) or an MLPerf key for the full size "
+                                          "(see `trainclock list`)")
     parser.add_argument("--nodes", type=int, required=True, help="number of nodes")
     parser.add_argument("--gpus-per-node", type=int, required=True,
                         help="processes per node, one per GPU (with --device cpu: CPU processes)")

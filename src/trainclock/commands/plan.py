@@ -12,8 +12,8 @@ from trainclock.errors import UsageError
 
 def register(sub) -> None:
     plan = sub.add_parser("plan", help="predict time-to-train, memory and cost on a cluster (calibrated on MLPerf)")
-    plan.add_argument("benchmark", nargs="?", help="a member, e.g. gpt3-175b, or an MLPerf key for the full size "
-                                                   "(see `trainclock list`)")
+    plan.add_argument("benchmark", nargs="?", help="a member (<benchmark>-<size>) or an MLPerf key for the full "
+                                                   "size (see `trainclock list`)")
     plan.add_argument("--accelerator", help="catalogue id, e.g. h100-sxm, h200, a100-80gb, gaudi2, tpu-v5e, this-cpu")
     plan.add_argument("--count", type=int, help="number of accelerators")
     plan.add_argument("--sweep", help="accelerator counts for a scaling curve, e.g. 512,768,1536,3584,10752")
@@ -22,9 +22,9 @@ def register(sub) -> None:
                                        "precision=fp8 (unset keys from the software stack; default: search)")
     plan.add_argument("--price", help="e.g. 37000/node-month or 2.10/gpu-hour, for the cost per run and per result")
     plan.add_argument("--tokens", type=float, metavar="N",
-                      help="train this far, in the benchmark's progress unit (tokens for GPT-3), instead of "
+                      help="train this far, in the benchmark's progress unit (tokens, samples, epochs), instead of "
                            "what the convergence model says")
-    plan.add_argument("--stack", help="calibration to use, e.g. h100-sxm/v3.1 (default: the accelerator's latest)")
+    plan.add_argument("--stack", help="calibration to use, as <accelerator>/v<round> (default: the accelerator's latest)")
     plan.add_argument("--efficiency", type=float, help="fraction of peak FLOP/s the matmuls reach, overriding calibration")
     plan.add_argument("--hardware", type=Path, action="append", default=[], metavar="FILE",
                       help="TOML file of more accelerators (repeatable); see planner/model/catalogue.toml for the form")
@@ -50,8 +50,8 @@ def main(args) -> int:
     if args.validate:
         return _validate(args, catalogue)
     if not args.benchmark:
-        raise UsageError("name a benchmark member to plan, e.g. `trainclock plan gpt3-175b --accelerator h100-sxm "
-                         "--count 3584`, or use --validate or --list-hardware")
+        raise UsageError(f"name a benchmark member to plan, e.g. `trainclock plan {_example_benchmark()} --accelerator "
+                         "h100-sxm --count N` (see `trainclock list`), or use --validate or --list-hardware")
     if not args.accelerator:
         raise UsageError("--accelerator is required, e.g. --accelerator h100-sxm (see --list-hardware)")
     if (args.count is None) == (args.sweep is None):
@@ -147,6 +147,20 @@ def _sweep(args, planner, accelerator) -> int:
     return 0
 
 
+def _example_benchmark() -> str:
+    """An MLPerf key the planner has a cost model for, from the registry, for a message."""
+    from trainclock.errors import TrainclockError
+    from trainclock.workload import registry
+
+    for workload in registry.workloads():
+        try:
+            if workload.cost(workload.full_size) is not None:
+                return workload.key
+        except (TrainclockError, StopIteration):
+            continue
+    return "MEMBER"
+
+
 def _validate(args, catalogue) -> int:
     from trainclock.planner.calibration import result_files as calibrate
     from trainclock.planner.output import tables
@@ -165,7 +179,7 @@ def _validate(args, catalogue) -> int:
 
     try:
         suite = validate_suite(suite_dir(), catalogue, lambda: results_dir(args.mlperf_results))
-    except DataError as e:  # the GPT-3 tables stand; say why the others are missing
+    except DataError as e:  # the result-file tables above stand; say why the others are missing
         print(f"trainclock: the other benchmarks are not validated: {e}")
     else:
         print_suite_validation(suite, table_console(None))

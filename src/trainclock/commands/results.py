@@ -19,8 +19,9 @@ def register(sub) -> None:
     db = argparse.ArgumentParser(add_help=False)
     db.add_argument("--db", metavar="URL", help=DB_HELP)
     filters = argparse.ArgumentParser(add_help=False)
-    filters.add_argument("--benchmark", help="exactly as stored: gpt3, bert, ... or a trainclock workload (gpt3-tiny)")
-    filters.add_argument("--round", dest="round_", metavar="ROUND", help="MLPerf round, e.g. 3.1 or v5.0")
+    filters.add_argument("--benchmark", help="exactly as stored: an MLPerf key, or a trainclock member "
+                                             "(<benchmark>-<size>; see `trainclock list`)")
+    filters.add_argument("--round", dest="round_", metavar="ROUND", help="MLPerf round, as X.Y or vX.Y")
     filters.add_argument("--accelerator", help="part of the accelerator's name, any case (h100, gaudi2), or cpu")
     where = filters.add_mutually_exclusive_group()
     where.add_argument("--cloud", dest="availability", action="store_const", const="cloud",

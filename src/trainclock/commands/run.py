@@ -29,8 +29,8 @@ WORKLOAD_FLAGS = "the benchmark's own flags"  # the argument group a workload's 
 
 def register(sub) -> None:
     run = sub.add_parser("run", help="train a benchmark to its quality target and log it in MLPerf format")
-    run.add_argument("benchmark", help="a member (gpt3-mini) or an MLPerf key for the full size (see `trainclock list`)")
-    run.add_argument("--data", help="the benchmark's data source (default: its own; gpt3: shakespeare, c4:PATH or text files)")
+    run.add_argument("benchmark", help="a member (<benchmark>-<size>) or an MLPerf key for the full size (see `trainclock list`)")
+    run.add_argument("--data", help="the benchmark's data source (default: its own; what each benchmark reads: the README)")
     run.add_argument("--seed", type=int, help="random seed (default: a fresh one, logged; with --runs, seed, seed+1, ...)")
     run.add_argument("--runs", type=int, default=1, help="make N runs (an MLPerf entry) and print the entry's score (default: 1)")
     run.add_argument("--out", type=Path, default=Path("trainclock-results"), help="result tree root (default: %(default)s)")

@@ -30,7 +30,8 @@ def register(sub) -> None:
                                     "time-to-train, speedup and efficiency (T(N) / T(kN)) / k, read from the logs.",
                         epilog="arguments after `--` go to every `trainclock run` of the sweep "
                                "(e.g. -- --max-samples 4096 --data PATH)")
-    scale.add_argument("benchmark", help="e.g. gpt3-mini (see `trainclock list`)")
+    scale.add_argument("benchmark", help="a member (<benchmark>-<size>) or an MLPerf key for the full size "
+                                         "(see `trainclock list`)")
     scale.add_argument("--nproc", required=True, help="process counts, increasing, e.g. 1,2,4")
     scale.add_argument("--repeats", type=int, default=1, help="runs per size (default: %(default)s)")
     scale.add_argument("--seed", type=int, help="seed of the first repeat at every size (default: a fresh one)")

@@ -7,7 +7,7 @@ is decoded on the CPU; a file neither reads is one DataError naming it.
 
 Why: PIL decodes a full-size image in milliseconds of a host core, and one GPU at the published
 rates would need more cores than a node gives it; reading bytes and a header costs a small
-fraction of that (benchmarks/resnet_decode.py, benchmarks/detection_decode.py)."""
+fraction of that (the benchmarks/*_decode.py measurements)."""
 
 from __future__ import annotations
 

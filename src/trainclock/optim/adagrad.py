@@ -1,5 +1,5 @@
-"""Adagrad at a constant rate, logged with MLPerf dlrm_dcnv2's `opt_adagrad_*` keys. The closed
-rules fix everything but the rate and batch: no rate decay, no weight decay, accumulators starting
+"""Adagrad at a constant rate, logged with the MLPerf rules' `opt_adagrad_*` keys. The closed
+rules that use it fix everything but the rate and batch: no rate decay, no weight decay, accumulators starting
 at 0, epsilon 1e-8, no warmup or decay schedule (the reference's LRPolicyScheduler with all steps 0).
 
 The update is torch's Adagrad at those values: sum += g^2, w -= lr * g / (sqrt(sum) + eps). A sparse
@@ -44,10 +44,11 @@ class Adagrad:
 
     def __post_init__(self) -> None:
         if self.warmup_steps or self.decay_steps:
-            raise ValueError("this Adagrad runs at a constant rate (the closed dlrm_dcnv2 rules fix warmup and decay at 0)")
+            raise ValueError("this Adagrad runs at a constant rate (the closed rules that use it fix warmup and "
+                             "decay at 0)")
         if self.lr_decay or self.weight_decay:
             raise ValueError("this Adagrad has no rate decay or weight decay "
-                             "(the closed dlrm_dcnv2 rules fix both at 0)")
+                             "(the closed rules that use it fix both at 0)")
 
     def lr_at(self, step: int) -> float:
         return self.learning_rate

@@ -1,4 +1,4 @@
-"""AdamW with decoupled weight decay on matrices only, under any schedule (GPT-3: warmup + cosine)."""
+"""AdamW with decoupled weight decay on matrices only, under any schedule (e.g. warmup + cosine)."""
 
 from __future__ import annotations
 

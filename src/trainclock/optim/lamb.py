@@ -1,11 +1,11 @@
-"""LAMB (You et al. 2019) as MLPerf's bert reference runs it (TF LAMBOptimizer, NVIDIA FusedLAMB):
-Adam moments with bias correction, decoupled weight decay added to the update, then a per-tensor
-trust ratio ||w|| / ||update||; biases and LayerNorm weights get neither decay nor the ratio.
-The schedule is the reference's: linear warmup from start_warmup_step, polynomial decay to 0.
+"""LAMB (You et al. 2019) as the MLPerf reference implementation runs it (TF LAMBOptimizer,
+NVIDIA FusedLAMB): Adam moments with bias correction, decoupled weight decay added to the update,
+then a per-tensor trust ratio ||w|| / ||update||; biases and LayerNorm weights get neither decay
+nor the ratio. The schedule is the reference's: linear warmup from start_warmup_step, polynomial decay to 0.
 
 The step updates all tensors of a kind (tensor type, device, dtype) at once with torch._foreach_*
-ops: BERT-large has about 400 parameter tensors, and a Python loop of ten small ops on each costs
-more than the arithmetic on a GPU. Nothing in it reads a tensor back to the host."""
+ops: a large transformer has hundreds of parameter tensors, and a Python loop of ten small ops on
+each costs more than the arithmetic on a GPU. Nothing in it reads a tensor back to the host."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def trust_ratios(w_norms: list[torch.Tensor], u_norms: list[torch.Tensor], lr: f
 
 @dataclass(frozen=True)
 class PolyWarmup:
-    """The bert reference's rate: lr * (1 - min(step, training_steps) / training_steps) ** power, and
+    """The LAMB reference implementation's rate: lr * (1 - min(step, training_steps) / training_steps) ** power, and
     during warmup (step - start_warmup_step < warmup_steps) lr * (step - start_warmup_step) / warmup_steps.
     A negative start_warmup_step (some reference sets) means the warmup began before step 0."""
 

@@ -1,8 +1,8 @@
-"""LARS (You, Gitman and Ginsburg 2017) as MLPerf's closed resnet uses it, logged with the rules'
-`lars_*` keys. For each weight with decay (convolutions and the classifier's matrix) the update is
-scaled by a layer-wise trust ratio eta * ||w|| / (||g|| + wd * ||w|| + eps); biases and batch-norm
-parameters take plain momentum SGD without decay (the reference skips them: their norms are not
-meaningful). Momentum as the MLPerf reference's: v = m * v + lr * scaled gradient; w -= v.
+"""LARS (You, Gitman and Ginsburg 2017) as the MLPerf closed rules that use it define it, logged
+with the rules' `lars_*` keys. For each weight with decay (convolutions and the classifier's
+matrix) the update is scaled by a layer-wise trust ratio eta * ||w|| / (||g|| + wd * ||w|| + eps);
+biases and batch-norm parameters take plain momentum SGD without decay (the reference skips them:
+their norms are not meaningful). Momentum as the MLPerf reference's: v = m * v + lr * scaled gradient; w -= v.
 The rules fix eps at 0.0, the end learning rate at 0.0001 and the poly power at 2."""
 
 from __future__ import annotations

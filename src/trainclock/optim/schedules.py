@@ -9,7 +9,8 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class WarmupCosine:
     """Linear warmup to the base rate over warmup_steps, then cosine decay to the end rate at
-    decay_steps (counted from step 0, as MLPerf's gpt3 reference does), then flat."""
+    decay_steps (counted from step 0, warmup included, as the MLPerf reference using it counts),
+    then flat."""
 
     learning_rate: float
     end_learning_rate: float
@@ -28,7 +29,7 @@ class WarmupCosine:
 @dataclass(frozen=True)
 class WarmupPoly:
     """Linear warmup, then polynomial decay to the end rate at decay_steps (counted after the
-    warmup, as MLPerf's resnet reference does), then flat."""
+    warmup, as the MLPerf reference using it counts), then flat."""
 
     learning_rate: float
     end_learning_rate: float

@@ -1,4 +1,4 @@
-"""SGD with momentum, warmup and polynomial decay, logged with MLPerf resnet's `sgd_*` keys."""
+"""SGD with momentum, warmup and polynomial decay, logged with the MLPerf rules' `sgd_*` keys."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ but the latest: the old tables cannot be read through the new models without rew
 it names the command that migrates (`trainclock results migrate`, or any import).
 
 Versions:
-  1  the first schema (GPT-3 only: runs.tokens_to_converge)
+  1  the first schema (one benchmark, counted in tokens: runs.tokens_to_converge)
   2  unit-neutral: runs.converged_at -> units_to_converge (tokens_to_converge folded in, dropped),
      runs.units_per_sample, runs.metrics, entries.progress_unit, entries.metrics
   3  runs.eval_spans: each evaluation's start and stop in the timed region (from the log, where

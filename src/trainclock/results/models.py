@@ -63,10 +63,10 @@ class Entry(Base):
     __table_args__ = (UniqueConstraint("round", "org", "system", "benchmark", "division"),
                       Index("ix_entries_benchmark_round", "benchmark", "round"))
     id: Mapped[int] = mapped_column(primary_key=True)
-    round: Mapped[str] = mapped_column(String(16))  # MLPerf Training rules applied: "3.0", "4.1", "5.1", ...
+    round: Mapped[str] = mapped_column(String(16))  # MLPerf Training rules applied, as "X.Y"
     org: Mapped[str]
     system: Mapped[str]
-    # trainclock's workload where the logs name one (gpt3-tiny), else the MLPerf benchmark (gpt3):
+    # trainclock's member where the logs name one (<benchmark>-<size>), else the MLPerf key:
     # a small trainclock model is never ranked with the official entries of its benchmark
     benchmark: Mapped[str]
     division: Mapped[str]

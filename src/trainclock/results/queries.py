@@ -19,8 +19,8 @@ CPU = "cpu"  # --accelerator cpu: systems without accelerators
 
 @dataclass(frozen=True)
 class EntryFilter:
-    benchmark: str | None = None  # exactly, as stored: gpt3, bert, or a trainclock workload such as gpt3-tiny
-    round: str | None = None  # "3.1" (or "v3.1")
+    benchmark: str | None = None  # exactly, as stored: an MLPerf key, or a trainclock member (<benchmark>-<size>)
+    round: str | None = None  # "X.Y" (or "vX.Y")
     accelerator: str | None = None  # part of the accelerator's name, any case ("h100", "gaudi2"), or "cpu"
     availability: str | None = None  # CLOUD or ONPREM
 

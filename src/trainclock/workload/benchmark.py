@@ -31,6 +31,8 @@ class BenchmarkWorkload:
     model_parallel: ClassVar[bool] = False
     # what a run of the member on the rules' data is told when it names no --data (None: it needs none)
     needs_data: ClassVar[str | None] = None
+    # the member commands mean when the user names none (`trainclock data prepare`): one benchmark declares it
+    default_member: ClassVar[str | None] = None
 
     @property
     def full_size(self) -> str:

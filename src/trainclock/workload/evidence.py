@@ -37,14 +37,12 @@ def load(package: str, member: str) -> dict:
     return evidence
 
 
-def threshold(evidence: dict, metric: str, legacy_key: str | None = None) -> float:
-    """The recorded target of `metric`; in a file of the older format, its one target_* number
-    (or `legacy_key`'s)."""
+def threshold(evidence: dict, metric: str) -> float:
+    """The recorded target of `metric`; in a file of the older format, its one top-level target_*
+    number."""
     targets = evidence.get("targets")
     if isinstance(targets, dict):
         value = targets.get(metric)
-    elif legacy_key is not None:
-        value = evidence.get(legacy_key)
     else:
         older = [value for key, value in evidence.items() if key.startswith("target_")]
         value = older[0] if len(older) == 1 else None

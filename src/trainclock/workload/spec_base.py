@@ -38,14 +38,12 @@ def rules_target(metrics: Sequence[tuple[str, Direction, float]], note: str) -> 
             "target_source": TargetSource.MLPERF, "target_note": note}
 
 
-def recorded_target(package: str, member: str, metrics: Sequence[tuple[str, Direction]],
-                    legacy_key: str | None = None) -> dict[str, Any]:
+def recorded_target(package: str, member: str, metrics: Sequence[tuple[str, Direction]]) -> dict[str, Any]:
     """The target fields of a member whose thresholds its reference runs fixed (targets/<member>.json
     in `package`): measured where runs stand behind them, else estimated. A single-metric file
-    recorded before targets were keyed by metric is read by its one target_* key (`legacy_key`
-    names it, where needed)."""
+    recorded before targets were keyed by metric is read by its one top-level target_* number."""
     recorded = evidence.load(package, member)
-    quality = tuple(QualityTarget(metric, evidence.threshold(recorded, metric, legacy_key), direction)
+    quality = tuple(QualityTarget(metric, evidence.threshold(recorded, metric), direction)
                     for metric, direction in metrics)
     source = TargetSource.MEASURED if evidence.is_measured(recorded) else TargetSource.ESTIMATED
     return {"quality": quality, "target_source": source, "target_note": recorded["summary"]}

@@ -136,7 +136,7 @@ def _bert_large() -> BertSpec:
 
 def _cpu_member(name: str, shape: BertShape, **hyper) -> BertSpec:
     return BertSpec(name=name, shape=shape, corpus="shakespeare", seq_len=128, max_predictions=20,
-                    **recorded_target(__package__, name, [(METRIC, "higher")], legacy_key="target_accuracy"),
+                    **recorded_target(__package__, name, [(METRIC, "higher")]),
                     beta1=0.9, beta2=0.999, weight_decay=0.01, warmup_steps=0, start_warmup_step=0,
                     dropout=0.0,  # short runs: no regularisation needed, and 1 and N processes match exactly
                     **hyper)

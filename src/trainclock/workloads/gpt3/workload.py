@@ -44,6 +44,7 @@ class GPT3Workload(BenchmarkWorkload):
     unit = "tokens"
     batch_units = "sequences"
     model_parallel = True
+    default_member = "gpt3-mini"  # the member commands mean when they name none (the README's first run)
 
     def parameter_count(self, spec: GPT3Spec) -> int:
         return spec.shape.parameter_count()

@@ -10,11 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from tests.official_checker import check
+from tests.workloads.helpers import closed_rule_failures, header_of, run_reduced_full_config
 from trainclock.errors import UsageError
 from trainclock.mllog.reader import read_events
-from trainclock.train.options import TrainOptions
-from trainclock.train.run import RunRequest, execute
 from trainclock.workload.base import RunSettings
 from trainclock.workloads.bert import WORKLOAD
 from trainclock.workloads.bert.data.instances import make_instances
@@ -59,17 +57,13 @@ def test_full_config_log_passes_the_official_closed_bert_rules(tmp_path):
     start = tmp_path / "phase1.pt"
     torch.save(build_model(spec.shape, 0.0).state_dict(), start)
     data = official_format_folder(tmp_path, train=2 * spec.global_batch_size, evaluation=32)
-    request = RunRequest(workload=WORKLOAD, spec=spec, out=tmp_path / "out", seed=5, progress=False,
-                         settings=RunSettings(data=str(data), extra={"init_checkpoint": str(start)}),
-                         options=TrainOptions(device=torch.device("cpu"), precision="fp32",
-                                              max_samples=spec.global_batch_size))
-    result = execute(request)
-    assert result.outcome.status == "aborted" and result.outcome.samples == 256
+    settings = RunSettings(data=str(data), extra={"init_checkpoint": str(start)})
+    assert spec.global_batch_size == 256
+    log = run_reduced_full_config(WORKLOAD, spec, tmp_path / "out", settings, max_samples=spec.global_batch_size)
     # the only rule an aborted run breaks: the target was not reached
-    assert check(result.log_path, "training_3.1.0/closed_common.yaml", follow=True) == [
-        "Failed checks for eval_accuracy : (v['value'] >= 0.720) and v['value'] < 1.0"]
-    events, _ = read_events(result.log_path)
-    header = {e.key: e.value for e in events}
+    assert closed_rule_failures(log) == ["Failed checks for eval_accuracy : (v['value'] >= 0.720) and v['value'] < 1.0"]
+    events, _ = read_events(log)
+    header = header_of(events)
     assert header["submission_division"] == "closed" and header["opt_name"] == "lamb"
     assert header["opt_base_learning_rate"] == 0.00035 and header["opt_learning_rate_training_steps"] == 13700
     assert header["max_predictions_per_seq"] == 76 and header["max_sequence_length"] == 512

@@ -7,68 +7,44 @@ from __future__ import annotations
 
 import pytest
 
-from tests.official_checker import check
-from tests.workloads.helpers import (ROOT, error_line, kill_at_first_checkpoint, losses, prepare_data, records,
-                                     trainclock)
-from trainclock.mllog.reader import read_events
+from tests.workloads.helpers import (ROOT, assert_same_loss_curve, assert_tier_met_its_target, checked_open_log,
+                                     error_line, evaluations, kill_then_resume, one_and_two_processes, prepared_fixture,
+                                     step_records, tier_run_fixture, trainclock)
 from trainclock.workloads.bert.metric import METRIC
 from trainclock.workloads.bert.spec import get_member
 
 MEMBER = "bert-tiny"
 
-
-@pytest.fixture(scope="module")
-def prepared():
-    fetched = trainclock("data", "fetch")
-    assert fetched.returncode == 0, fetched.stderr[-2000:]
-    return prepare_data(MEMBER)  # untimed: data and the phase-1 checkpoint, cached
-
-
-@pytest.fixture(scope="module")
-def tiny_run(prepared, tmp_path_factory):
-    out = tmp_path_factory.mktemp("bert-tiny")
-    return out, trainclock("run", "bert-tiny", "--seed", "11", "--out", str(out), "--no-progress")
+prepared = prepared_fixture(MEMBER, fetch=True)  # untimed: data and the phase-1 checkpoint, cached
+tiny_run = tier_run_fixture(MEMBER, "--seed", "11", "--no-progress")
 
 
 @pytest.mark.slow
 def test_bert_tiny_reaches_its_target_from_the_phase1_checkpoint(tiny_run):
-    out, proc = tiny_run
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    assert "run success" in proc.stdout
-    steps = [r for r in records(out, MEMBER) if "loss" in r]
-    evals = [r["eval"]["masked-LM accuracy"] for r in records(out, MEMBER) if "eval" in r]
-    target = get_member("bert-tiny").targets[METRIC]
-    assert steps[-1]["loss"] < steps[0]["loss"]
-    assert evals[-1] >= target and all(e < target for e in evals[:-1])
+    out = assert_tier_met_its_target(tiny_run, MEMBER, "masked-LM accuracy", get_member("bert-tiny").targets[METRIC])
+    trained = step_records(out, MEMBER)
+    assert trained[-1]["loss"] < trained[0]["loss"]
 
 
 @pytest.mark.slow
 def test_bert_tiny_log_passes_the_official_common_rules_and_counts_samples(tiny_run):
     out, _ = tiny_run
-    log = next(out.glob("results/*/bert-tiny/result_0.txt"))
-    assert check(log) == []
-    events, problems = read_events(log)
-    assert not problems
-    header = {e.key: e.value for e in events}
-    assert header["submission_benchmark"] == "bert" and header["submission_division"] == "open"
+    log = checked_open_log(out, MEMBER, "bert")
+    header = log.header
     assert header["opt_name"] == "lamb" and header["max_sequence_length"] == 128
     spec = get_member("bert-tiny")
-    first = next(e for e in events if e.key == "eval_accuracy")
+    first = log.first("eval_accuracy")
     assert first.metadata["epoch_num"] == spec.eval_every_samples  # progress in samples, as the bert logs
-    assert header["train_samples"] == [r for r in records(out, MEMBER) if "loss" in r][-1]["samples"]
+    assert header["train_samples"] == step_records(out, MEMBER)[-1]["samples"]
 
 
 @pytest.mark.slow
 def test_two_processes_train_the_same_curve_as_one(prepared, tmp_path):
-    common = ("--seed", "4", "--max-samples", "128", "--precision", "fp32", "--no-progress")
-    one = trainclock("run", "bert-tiny", "--out", str(tmp_path / "one"), *common)
-    two = trainclock("run", "bert-tiny", "--out", str(tmp_path / "two"), "--nproc", "2", *common)
-    assert one.returncode in (0, 1) and two.returncode in (0, 1), two.stderr[-3000:]
-    curve = lambda out: losses(out, MEMBER)  # noqa: E731
-    accuracy = lambda out: [r["eval"]["masked-LM accuracy"] for r in records(out, MEMBER) if "eval" in r]  # noqa: E731
-    assert len(curve(tmp_path / "one")) == 4
-    assert curve(tmp_path / "two") == pytest.approx(curve(tmp_path / "one"), rel=1e-4, abs=1e-5)
-    assert accuracy(tmp_path / "two") == pytest.approx(accuracy(tmp_path / "one"), abs=1e-9)
+    one, two = one_and_two_processes(MEMBER, tmp_path, "--seed", "4", "--max-samples", "128", "--precision", "fp32",
+                                     "--no-progress")
+    assert_same_loss_curve(MEMBER, one, two, steps=4)
+    accuracy = lambda out: evaluations(out, MEMBER, "masked-LM accuracy")  # noqa: E731
+    assert accuracy(two) == pytest.approx(accuracy(one), abs=1e-9)
 
 
 def test_full_size_without_its_checkpoint_or_data_is_one_line(cli, tmp_path, monkeypatch):
@@ -100,11 +76,9 @@ def test_resume_after_kill_9_trains_the_same_curve(prepared, tmp_path):
     common = ("--seed", "5", "--max-samples", "192", "--precision", "fp32", "--no-progress", "--checkpoint-every", "2")
     whole = trainclock("run", "bert-tiny", "--out", str(tmp_path / "whole"), *common)
     assert whole.returncode in (0, 1), whole.stderr[-3000:]
-    kill_at_first_checkpoint(tmp_path / "cut", MEMBER, *common)
-    resumed = trainclock("run", "bert-tiny", "--out", str(tmp_path / "cut"), *common, "--resume")
-    assert resumed.returncode in (0, 1), resumed.stderr[-3000:]
-    steps = lambda out: {r["step"]: r["loss"] for r in records(out, MEMBER) if "loss" in r}  # noqa: E731
-    whole_curve, cut_curve = steps(tmp_path / "whole"), steps(tmp_path / "cut")
+    kill_then_resume(tmp_path / "cut", MEMBER, *common)
+    curve = lambda out: {r["step"]: r["loss"] for r in step_records(out, MEMBER)}  # noqa: E731
+    whole_curve, cut_curve = curve(tmp_path / "whole"), curve(tmp_path / "cut")
     assert len(whole_curve) == 6 and set(cut_curve) == set(whole_curve)
     assert [cut_curve[s] for s in sorted(cut_curve)] == pytest.approx([whole_curve[s] for s in sorted(whole_curve)],
                                                                       rel=1e-6)

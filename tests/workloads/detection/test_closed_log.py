@@ -11,13 +11,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from tests.official_checker import check
 from tests.workloads.detection.files import write_layout
+from tests.workloads.helpers import closed_rule_failures, header_of, run_reduced_full_config
 from trainclock.distributed.layout import Layout
 from trainclock.errors import UsageError
 from trainclock.mllog.reader import read_events
-from trainclock.train.options import TrainOptions
-from trainclock.train.run import RunRequest, execute
 from trainclock.workload.base import RunSettings
 from trainclock.workloads.detection import WORKLOADS
 from trainclock.workloads.detection.model import parameter_count
@@ -60,16 +58,11 @@ def reduced(spec, side: int = 32):
 def test_full_ssd_config_log_passes_the_official_closed_ssd_rules(tmp_path):
     spec = reduced(get_member("retinanet-resnext50", "ssd"))
     data = write_layout(tmp_path / "openimages", "openimages", train=8, val=4, categories=264)
-    request = RunRequest(workload=SSD, spec=spec, out=tmp_path / "out", seed=5, progress=False,
-                         settings=RunSettings(data=str(data)),
-                         options=TrainOptions(device=torch.device("cpu"), precision="fp32", max_samples=256))
-    result = execute(request)
-    assert result.outcome.status == "aborted" and result.outcome.samples == 256
+    log = run_reduced_full_config(SSD, spec, tmp_path / "out", RunSettings(data=str(data)), max_samples=256)
     # the only rule an aborted run breaks: the target was not reached
-    assert check(result.log_path, "training_3.1.0/closed_common.yaml", follow=True) == [
-        "Failed checks for eval_accuracy : v['value'] >= 0.340 and v['value'] < 1.0"]
-    events, _ = read_events(result.log_path)
-    header = {e.key: e.value for e in events}
+    assert closed_rule_failures(log) == ["Failed checks for eval_accuracy : v['value'] >= 0.340 and v['value'] < 1.0"]
+    events, _ = read_events(log)
+    header = header_of(events)
     assert header["submission_division"] == "closed" and header["submission_benchmark"] == "ssd"
     assert header["opt_name"] == "adam" and header["opt_weight_decay"] == 0
     assert header["opt_learning_rate_warmup_epochs"] == 1 and header["eval_samples"] == 4
@@ -80,15 +73,11 @@ def test_full_ssd_config_log_passes_the_official_closed_ssd_rules(tmp_path):
 def test_full_maskrcnn_config_log_passes_the_official_closed_maskrcnn_rules(tmp_path):
     spec = reduced(get_member("maskrcnn-r50", "maskrcnn").with_batch(8), side=64)  # the smallest reference batch
     data = write_layout(tmp_path / "coco", "coco", train=8, val=4, side=64, categories=90)
-    request = RunRequest(workload=MASKRCNN, spec=spec, out=tmp_path / "out", seed=5, progress=False,
-                         settings=RunSettings(data=str(data)),
-                         options=TrainOptions(device=torch.device("cpu"), precision="fp32", max_samples=8))
-    result = execute(request)
-    assert result.outcome.status == "aborted" and result.outcome.samples == 8
-    failed = check(result.log_path, "training_3.1.0/closed_common.yaml", follow=True)
+    log = run_reduced_full_config(MASKRCNN, spec, tmp_path / "out", RunSettings(data=str(data)), max_samples=8)
+    failed = closed_rule_failures(log)
     assert len(failed) == 1 and "v['value']['BBOX'] >= 0.377" in failed[0]  # only the target was not reached
-    events, _ = read_events(result.log_path)
-    header = {e.key: e.value for e in events}
+    events, _ = read_events(log)
+    header = header_of(events)
     assert header["submission_division"] == "closed" and header["submission_benchmark"] == "maskrcnn"
     assert (header["opt_base_learning_rate"], header["opt_learning_rate_warmup_steps"]) == (0.01, 500)
     assert header["opt_learning_rate_decay_steps"] == [144000, 192000] and header["num_image_candidates"] == 1000

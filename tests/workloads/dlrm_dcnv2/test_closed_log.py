@@ -11,11 +11,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from tests.official_checker import check
 from tests.workloads.dlrm_dcnv2.files import write_days
+from tests.workloads.helpers import closed_rule_failures, header_of, run_reduced_full_config
 from trainclock.mllog.reader import read_events
-from trainclock.train.options import TrainOptions
-from trainclock.train.run import RunRequest, execute
 from trainclock.workload.base import RunSettings
 from trainclock.workloads.dlrm_dcnv2 import WORKLOAD
 from trainclock.workloads.dlrm_dcnv2.model import build_model
@@ -53,17 +51,14 @@ def test_full_config_log_passes_the_official_closed_dlrm_dcnv2_rules(tmp_path):
     spec = replace(full, shape=shape, micro_batch_size=8192)
     assert shape.multi_hot == CRITEO_MULTI_HOT
     data = write_days(tmp_path / "criteo", 24, [1_425] * 23 + [64], CRITEO_MULTI_HOT)  # 32,775 train rows
-    request = RunRequest(workload=WORKLOAD, spec=spec, out=tmp_path / "out", seed=5, progress=False,
-                         settings=RunSettings(data=str(data)),
-                         options=TrainOptions(device=torch.device("cpu"), precision="fp32",
-                                              max_samples=spec.global_batch_size))
-    result = execute(request)
-    assert result.outcome.status == "aborted" and result.outcome.samples == 32_768
+    assert spec.global_batch_size == 32_768
+    log = run_reduced_full_config(WORKLOAD, spec, tmp_path / "out", RunSettings(data=str(data)),
+                                  max_samples=spec.global_batch_size)
     # the only rule an aborted run breaks: the target was not reached
-    assert check(result.log_path, "training_3.1.0/closed_common.yaml", follow=True) == [
+    assert closed_rule_failures(log) == [
         "Failed checks for eval_accuracy : v['value'] >= 0.80275 and v['value'] <= 1.0"]
-    events, _ = read_events(result.log_path)
-    header = {e.key: e.value for e in events}
+    events, _ = read_events(log)
+    header = header_of(events)
     assert header["submission_division"] == "closed" and header["opt_name"] == "adagrad"
     assert header["opt_adagrad_epsilon"] == 1e-8 and header["opt_base_learning_rate"] == 0.004
     assert header["eval_samples"] == 89_137_319 and header["trainclock_eval_samples_read"] == 32

@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.official_checker import check
 from tests.workloads.dlrm_dcnv2.files import write_days
-from tests.workloads.helpers import (error_line, evaluations, kill_at_first_checkpoint, log_path, losses, prepare_data,
-                                     records, trainclock)
-from trainclock.mllog.reader import read_events
+from tests.workloads.helpers import (assert_tier_met_its_target, checked_open_log, error_line, evaluations,
+                                     kill_at_first_checkpoint, kill_then_resume, log_path, losses, prepared_fixture,
+                                     run_argv, step_records, tier_run_fixture, trainclock)
 from trainclock.workloads.dlrm_dcnv2.spec import METRIC, get_member
 
 MEMBER = "dlrm-tiny"
@@ -30,21 +29,14 @@ def aucs(out: Path) -> list[float]:
     return evaluations(out, MEMBER, "AUC")
 
 
-@pytest.fixture(scope="module")
-def prepared():
-    return prepare_data(MEMBER)  # untimed: the click log, generated once and cached
-
-
-@pytest.fixture(scope="module")
-def tiny_run(prepared, tmp_path_factory):
-    out = tmp_path_factory.mktemp("dlrm-tiny")
-    return out, trainclock("run", MEMBER, "--seed", "11", "--out", str(out), "--no-progress")
+prepared = prepared_fixture(MEMBER)  # untimed: the click log, generated once and cached
+tiny_run = tier_run_fixture(MEMBER, "--seed", "11", "--no-progress")
 
 
 @pytest.fixture(scope="module")
 def one_process(prepared, tmp_path_factory):
     out = tmp_path_factory.mktemp("dlrm-one")
-    proc = trainclock("run", MEMBER, "--out", str(out), *SHORT)
+    proc = trainclock(*run_argv(MEMBER, out, *SHORT))
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     return out
 
@@ -56,28 +48,20 @@ def test_prepare_reports_the_best_achievable_auc_beside_the_data(prepared):
 
 @pytest.mark.slow
 def test_tiny_reaches_its_target_within_one_epoch(tiny_run):
-    out, proc = tiny_run
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    assert "run success" in proc.stdout
-    steps = [r for r in records(out, MEMBER) if "loss" in r]
-    target = get_member(MEMBER).targets[METRIC]
-    assert sum(r["loss"] for r in steps[-10:]) < sum(r["loss"] for r in steps[:10])
-    assert aucs(out)[-1] >= target and all(a < target for a in aucs(out)[:-1])
-    assert steps[-1]["samples"] <= get_member(MEMBER).samples_per_epoch
+    out = assert_tier_met_its_target(tiny_run, MEMBER, "AUC", get_member(MEMBER).targets[METRIC])
+    trained = step_records(out, MEMBER)
+    assert sum(r["loss"] for r in trained[-10:]) < sum(r["loss"] for r in trained[:10])
+    assert trained[-1]["samples"] <= get_member(MEMBER).samples_per_epoch
 
 
 @pytest.mark.slow
 def test_tiny_log_passes_the_official_common_rules_and_counts_epochs(tiny_run):
     out, _ = tiny_run
-    log = log_path(out, MEMBER)
-    assert check(log) == []
-    events, problems = read_events(log)
-    assert not problems
-    header = {e.key: e.value for e in events}
-    assert header["submission_benchmark"] == "dlrm_dcnv2" and header["submission_division"] == "open"
+    log = checked_open_log(out, MEMBER, "dlrm_dcnv2")
+    header = log.header
     assert header["opt_name"] == "adagrad" and header["opt_adagrad_epsilon"] == 1e-8
     spec = get_member(MEMBER)
-    first = next(e for e in events if e.key == "eval_accuracy")
+    first = log.first("eval_accuracy")
     assert first.metadata["epoch_num"] == pytest.approx(spec.eval_every_samples / spec.samples_per_epoch)  # 0.05
     assert header["eval_samples"] == (spec.eval_day_rows + 1) // 2
 
@@ -85,7 +69,7 @@ def test_tiny_log_passes_the_official_common_rules_and_counts_epochs(tiny_run):
 @pytest.mark.slow
 @pytest.mark.parametrize("sharding", ["table", "row", "auto"])
 def test_two_processes_with_sharded_tables_train_the_same_curve_as_one(one_process, tmp_path, sharding):
-    two = trainclock("run", MEMBER, "--out", str(tmp_path), "--nproc", "2", "--embedding-sharding", sharding, *SHORT)
+    two = trainclock(*run_argv(MEMBER, tmp_path, "--nproc", "2", "--embedding-sharding", sharding, *SHORT))
     assert two.returncode in (0, 1), two.stderr[-3000:]
     assert len(curve(one_process)) == 24
     # Adagrad's first steps are lr * sign(g) (accumulators start at 0): a gradient near 0 whose
@@ -97,6 +81,11 @@ def test_two_processes_with_sharded_tables_train_the_same_curve_as_one(one_proce
     assert f'"key": "trainclock_embedding_sharding", "value": "{sharding}"' in log
 
 
+def assert_one_resumed_run(out: Path) -> None:
+    log = log_path(out, MEMBER).read_text()
+    assert log.count('"key": "run_start"') == 1 and '"key": "trainclock_resumed"' in log
+
+
 @pytest.mark.slow
 def test_kill_9_of_a_sharded_run_resumes_on_one_process(one_process, tmp_path):
     # the default system name counts the processes: both runs name theirs to be one result
@@ -104,26 +93,22 @@ def test_kill_9_of_a_sharded_run_resumes_on_one_process(one_process, tmp_path):
                              *SHORT)
     written = next(tmp_path.glob(f"checkpoints/*/{MEMBER}/result_0/step_*"))
     assert len(list(written.glob("__*_0.distcp"))) == 2  # each rank wrote its own tables
-    resumed = trainclock("run", MEMBER, "--out", str(tmp_path), "--system", "dlrm", *SHORT, "--resume")
+    resumed = trainclock(*run_argv(MEMBER, tmp_path, "--system", "dlrm", *SHORT, "--resume"))
     assert resumed.returncode in (0, 1), resumed.stderr[-3000:]
     assert "on 2 processes" not in resumed.stdout + resumed.stderr  # it did continue on one
     # (once seen under load: a resumed curve of 6 steps against 24; the output says why next time)
     assert len(curve(tmp_path)) == len(curve(one_process)), resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert curve(tmp_path) == pytest.approx(curve(one_process), rel=1e-5, abs=1e-6)
     assert aucs(tmp_path) == pytest.approx(aucs(one_process), abs=1e-5)
-    log = log_path(tmp_path, MEMBER).read_text()
-    assert log.count('"key": "run_start"') == 1 and '"key": "trainclock_resumed"' in log
+    assert_one_resumed_run(tmp_path)
 
 
 @pytest.mark.slow
 def test_kill_9_then_resume_gives_the_same_curve(one_process, tmp_path):
-    kill_at_first_checkpoint(tmp_path, MEMBER, *SHORT)
-    resumed = trainclock("run", MEMBER, "--out", str(tmp_path), *SHORT, "--resume")
-    assert resumed.returncode in (0, 1), resumed.stderr[-3000:]
+    kill_then_resume(tmp_path, MEMBER, *SHORT)
     assert curve(tmp_path) == curve(one_process)  # bit for bit
     assert aucs(tmp_path) == aucs(one_process)
-    log = log_path(tmp_path, MEMBER).read_text()
-    assert log.count('"key": "run_start"') == 1 and '"key": "trainclock_resumed"' in log
+    assert_one_resumed_run(tmp_path)
 
 
 def test_full_size_without_data_or_with_broken_data_is_one_line(cli, tmp_path):

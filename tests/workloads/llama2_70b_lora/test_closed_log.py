@@ -13,11 +13,10 @@ import pytest
 import torch
 
 from tests.official_checker import check
+from tests.workloads.helpers import header_of, run_reduced_full_config
 from trainclock.distributed.layout import Layout
 from trainclock.errors import UsageError
 from trainclock.mllog.reader import read_events
-from trainclock.train.options import TrainOptions
-from trainclock.train.run import RunRequest, execute
 from trainclock.workload.base import RunSettings
 from trainclock.workloads.llama2_70b_lora.checkpoint import save_base_weights
 from trainclock.workloads.llama2_70b_lora.data import scrolls
@@ -47,15 +46,12 @@ def test_full_config_log_passes_the_official_closed_rules_of_its_round(tmp_path)
     save_base_weights(base, tmp_path / "model.safetensors")
     settings = RunSettings(data=str(parquet_folder(tmp_path / "govreport", train=64, evals=173)),
                            extra={"checkpoint": str(tmp_path)})
-    request = RunRequest(workload=LlamaLoraWorkload(), spec=spec, out=tmp_path / "out", seed=5, progress=False,
-                         settings=settings, options=TrainOptions(device=torch.device("cpu"), precision="fp32", max_samples=1920))
-    result = execute(request)
-    assert result.outcome.status == "aborted" and result.outcome.samples == 1920
-    failed = check(result.log_path, follow=True, round_=MLPERF_ROUND)
+    log = run_reduced_full_config(LlamaLoraWorkload(), spec, tmp_path / "out", settings, max_samples=1920)
+    failed = check(log, follow=True, round_=MLPERF_ROUND)
     # the only rule the run breaks: random tokens never reach the target
     assert failed == ["Failed checks for eval_accuracy : (v['value'] <= 0.925) and v['value'] > 0.0"]
-    events, _ = read_events(result.log_path)
-    header = {e.key: e.value for e in events}
+    events, _ = read_events(log)
+    header = header_of(events)
     assert header["submission_benchmark"] == "llama2_70b_lora" and header["submission_division"] == "closed"
     assert header["trainclock_round"] == "6.1" and (header["lora_rank"], header["lora_alpha"]) == (16, 32)
     assert (header["train_samples"], header["eval_samples"], header["global_batch_size"]) == (64, 173, 8)

@@ -11,12 +11,10 @@ from dataclasses import replace
 import pytest
 import torch
 
-from tests.official_checker import check
+from tests.workloads.helpers import closed_rule_failures, header_of, run_reduced_full_config
 from tests.workloads.resnet.trees import write_tree
 from trainclock.errors import UsageError
 from trainclock.mllog.reader import read_events
-from trainclock.train.options import TrainOptions
-from trainclock.train.run import RunRequest, execute
 from trainclock.workload.base import RunSettings
 from trainclock.workloads.resnet import WORKLOAD
 from trainclock.workloads.resnet.data.transforms import ImageTransforms
@@ -55,17 +53,13 @@ def test_full_config_log_passes_the_official_closed_resnet_rules(tmp_path, optim
     spec = replace(full, shape=ResNetShape("basic", (1,), (4,), "cifar", 1000, 16),
                    transforms=ImageTransforms(crop=16, resize=18), loader_workers=1)
     data = write_tree(tmp_path / "imagenet", classes=2, per_class=4, val_per_class=2)
-    request = RunRequest(workload=WORKLOAD, spec=spec, out=tmp_path / "out", seed=5, progress=False,
-                         settings=RunSettings(data=str(data)),
-                         options=TrainOptions(device=torch.device("cpu"), precision="fp32",
-                                              max_samples=spec.global_batch_size))
-    result = execute(request)
-    assert result.outcome.status == "aborted" and result.outcome.samples == 1632
+    assert spec.global_batch_size == 1632
+    log = run_reduced_full_config(WORKLOAD, spec, tmp_path / "out", RunSettings(data=str(data)),
+                                  max_samples=spec.global_batch_size)
     # the only rule an aborted run breaks: the target was not reached
-    assert check(result.log_path, "training_3.1.0/closed_common.yaml", follow=True) == [
-        "Failed checks for eval_accuracy : v['value'] >= 0.7590 and v['value'] < 1.0"]
-    events, _ = read_events(result.log_path)
-    header = {e.key: e.value for e in events}
+    assert closed_rule_failures(log) == ["Failed checks for eval_accuracy : v['value'] >= 0.7590 and v['value'] < 1.0"]
+    events, _ = read_events(log)
+    header = header_of(events)
     assert header["submission_division"] == "closed" and header["opt_name"] == optimizer
     assert header["model_bn_span"] == 204 and header["global_batch_size"] == 1632
     assert header["eval_samples"] == 4 and header["dataset"] == "imagenet"

@@ -14,11 +14,9 @@ import pytest
 import soundfile
 import torch
 
-from tests.official_checker import check
+from tests.workloads.helpers import closed_rule_failures, header_of, run_reduced_full_config
 from trainclock.errors import UsageError
 from trainclock.mllog.reader import read_events
-from trainclock.train.options import TrainOptions
-from trainclock.train.run import RunRequest, execute
 from trainclock.workload.base import RunSettings
 from trainclock.workloads.rnnt import WORKLOAD
 from trainclock.workloads.rnnt.metric import METRIC
@@ -66,16 +64,11 @@ def test_full_config_log_passes_the_official_closed_rnnt_rules(tmp_path, monkeyp
                     enc_post_layers=1, pred_layers=1, joint_chunk=24)
     spec = replace(full, model=small, micro_batch_size=24, eval_batch=256)
     data = manifests(tmp_path / "librispeech")
-    request = RunRequest(workload=WORKLOAD, spec=spec, out=tmp_path / "out", seed=5, progress=False,
-                         settings=RunSettings(data=str(data)),
-                         options=TrainOptions(device=torch.device("cpu"), precision="fp32", max_samples=48))
-    result = execute(request)
-    assert result.outcome.status == "aborted" and result.outcome.samples == 48
+    log = run_reduced_full_config(WORKLOAD, spec, tmp_path / "out", RunSettings(data=str(data)), max_samples=48)
     # the only rule an aborted run breaks: the target was not reached
-    assert check(result.log_path, "training_3.1.0/closed_common.yaml", follow=True) == [
-        "Failed checks for eval_accuracy : v['value'] <= 0.058 and v['value'] > 0.0"]
-    events, _ = read_events(result.log_path)
-    header = {e.key: e.value for e in events}
+    assert closed_rule_failures(log) == ["Failed checks for eval_accuracy : v['value'] <= 0.058 and v['value'] > 0.0"]
+    events, _ = read_events(log)
+    header = header_of(events)
     assert header["submission_division"] == "closed" and header["submission_benchmark"] == "rnnt"
     assert header["opt_name"] == "lamb" and header["opt_lamb_epsilon"] == 1e-9 and header["opt_weight_decay"] == 1e-3
     assert (header["data_speed_perturbaton_min"], header["data_speed_perturbaton_max"]) == (0.85, 1.15)

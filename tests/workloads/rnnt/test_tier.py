@@ -8,79 +8,51 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.official_checker import check
-from tests.workloads.helpers import (ROOT, error_line, kill_at_first_checkpoint, log_path, losses, prepare_data,
-                                     records, trainclock)
-from trainclock.mllog.reader import read_events
+from tests.workloads.helpers import (ROOT, assert_refuses_layouts_beyond_data_parallel,
+                                     assert_resumes_to_its_sample_limit, assert_same_loss_curve,
+                                     assert_tier_met_its_target, checked_open_log, error_line, evaluations, losses,
+                                     one_and_two_processes, prepared_fixture, tier_run_fixture)
 from trainclock.workloads.rnnt.metric import METRIC
 from trainclock.workloads.rnnt.spec import get_member
 
 MEMBER = "rnnt-tiny"
 
-
-@pytest.fixture(scope="module")
-def prepared():
-    return prepare_data(MEMBER)  # untimed: espeak-ng speech as LibriSpeech FLAC, cached
-
-
-@pytest.fixture(scope="module")
-def tiny_run(prepared, tmp_path_factory):
-    out = tmp_path_factory.mktemp(MEMBER)
-    return out, trainclock("run", MEMBER, "--seed", "11", "--out", str(out), "--no-progress")
+prepared = prepared_fixture(MEMBER)  # untimed: espeak-ng speech as LibriSpeech FLAC, cached
+tiny_run = tier_run_fixture(MEMBER, "--seed", "11", "--no-progress")
 
 
 @pytest.mark.slow
 def test_rnnt_tiny_reaches_its_wer_target(tiny_run):
-    out, proc = tiny_run
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    assert "run success" in proc.stdout
-    steps = [r["loss"] for r in records(out, MEMBER) if "loss" in r]
-    evals = [r["eval"]["WER"] for r in records(out, MEMBER) if "eval" in r]
-    target = get_member(MEMBER).targets[METRIC]
+    out = assert_tier_met_its_target(tiny_run, MEMBER, "WER", get_member(MEMBER).targets[METRIC],
+                                     higher_is_better=False)
+    steps = losses(out, MEMBER)
     assert np.mean(steps[-10:]) < np.mean(steps[:10])
-    assert evals[-1] <= target and all(e > target for e in evals[:-1])
 
 
 @pytest.mark.slow
 def test_rnnt_tiny_log_passes_the_official_common_rules_and_counts_epochs(tiny_run):
     out, _ = tiny_run
-    log = log_path(out, MEMBER)
-    assert check(log) == []
-    events, problems = read_events(log)
-    assert not problems
-    header = {e.key: e.value for e in events}
-    assert header["submission_benchmark"] == "rnnt" and header["submission_division"] == "open"
+    log = checked_open_log(out, MEMBER, "rnnt")
+    header = log.header
     assert header["opt_name"] == "lamb" and header["eval_max_prediction_symbols"] == 300
     spec = get_member(MEMBER)
     assert header["eval_samples"] == spec.eval_utterances and header["train_samples"] == spec.train_utterances
-    first = next(e for e in events if e.key == "eval_accuracy")
+    first = log.first("eval_accuracy")
     assert first.metadata["epoch_num"] == pytest.approx(spec.eval_every_epochs)  # epochs, as the rnnt logs
 
 
 @pytest.mark.slow
 def test_two_processes_train_the_same_curve_as_one(prepared, tmp_path):
-    common = ("--seed", "4", "--max-samples", "64", "--precision", "fp32", "--no-progress")
-    one = trainclock("run", MEMBER, "--out", str(tmp_path / "one"), *common)
-    two = trainclock("run", MEMBER, "--out", str(tmp_path / "two"), "--nproc", "2", *common)
-    assert one.returncode in (0, 1) and two.returncode in (0, 1), two.stdout[-2000:] + two.stderr[-3000:]
-    curve = lambda out: losses(out, MEMBER)  # noqa: E731
-    wer = lambda out: [r["eval"]["WER"] for r in records(out, MEMBER) if "eval" in r]  # noqa: E731
-    assert len(curve(tmp_path / "one")) == 4
-    assert curve(tmp_path / "two") == pytest.approx(curve(tmp_path / "one"), rel=1e-4, abs=1e-5)
-    assert wer(tmp_path / "two") == pytest.approx(wer(tmp_path / "one"), abs=0.02)  # over the whole set in both
+    one, two = one_and_two_processes(MEMBER, tmp_path, "--seed", "4", "--max-samples", "64", "--precision", "fp32",
+                                     "--no-progress")
+    assert_same_loss_curve(MEMBER, one, two, steps=4)
+    wer = lambda out: evaluations(out, MEMBER, "WER")  # noqa: E731
+    assert wer(two) == pytest.approx(wer(one), abs=0.02)  # over the whole set in both
 
 
 @pytest.mark.slow
 def test_resume_after_kill_9_continues_the_run(prepared, tmp_path):
-    run = ("--no-progress", "--checkpoint-every", "4", "--max-samples", "192")
-    kill_at_first_checkpoint(tmp_path, MEMBER, *run)
-    resumed = trainclock("run", MEMBER, "--out", str(tmp_path), *run, "--resume")
-    assert resumed.returncode in (0, 1), resumed.stdout[-2000:] + resumed.stderr[-3000:]
-    log = log_path(tmp_path, MEMBER)
-    events, _ = read_events(log)
-    assert [e.key for e in events].count("seed") == 1 and any(e.key == "trainclock_resumed" for e in events)
-    assert [e.key for e in events].count("run_stop") == 1
-    assert max(r["samples"] for r in records(tmp_path, MEMBER)) == 192
+    assert_resumes_to_its_sample_limit(tmp_path, MEMBER, checkpoint_every=4, max_samples=192)
 
 
 def test_planner_predicts_the_full_size_from_the_rules_convergence_points(cli):
@@ -108,10 +80,6 @@ def test_bad_input_is_one_line(cli, tmp_path):
 
 
 def test_layouts_the_network_cannot_take_are_refused():
-    from trainclock.distributed.layout import Layout
-    from trainclock.errors import UsageError
     from trainclock.workloads.rnnt import WORKLOAD
 
-    for layout in (Layout(dp=1, tp=2), Layout(dp=1, pp=2), Layout(dp=2, fsdp=True)):
-        with pytest.raises(UsageError, match="data parallel|DDP"):
-            WORKLOAD.check_layout(WORKLOAD.specs.member(MEMBER), layout)
+    assert_refuses_layouts_beyond_data_parallel(WORKLOAD, MEMBER)

@@ -14,11 +14,9 @@ import pytest
 import torch
 from torch import nn
 
-from tests.official_checker import check
+from tests.workloads.helpers import closed_rule_failures, header_of, run_reduced_full_config
 from trainclock.errors import UsageError
 from trainclock.mllog.reader import read_events
-from trainclock.train.options import TrainOptions
-from trainclock.train.run import RunRequest, execute
 from trainclock.workload.base import RunSettings
 from trainclock.workloads.stable_diffusion import WORKLOAD
 from trainclock.workloads.stable_diffusion.data.sample import npy_bytes, write_shard
@@ -97,14 +95,11 @@ def test_full_config_log_passes_the_official_closed_stable_diffusion_rules(tmp_p
     settings = RunSettings(data=str(write_data(tmp_path / "laion")),
                            extra={"checkpoint": str(write_checkpoint(tmp_path / "sd2")),
                                   "evaluators": str(write_evaluators(tmp_path / "evaluators"))})
-    request = RunRequest(workload=WORKLOAD, spec=spec, out=tmp_path / "out", seed=5, progress=False, settings=settings,
-                         options=TrainOptions(device=torch.device("cpu"), precision="fp32", max_samples=16))
-    result = execute(request)
-    assert result.outcome.status == "aborted" and result.outcome.samples == 16
-    failed = check(result.log_path, "training_3.1.0/closed_common.yaml", follow=True)
+    log = run_reduced_full_config(WORKLOAD, spec, tmp_path / "out", settings, max_samples=16)
+    failed = closed_rule_failures(log)
     assert all("aggregated_eval_accuracy" in f for f in failed), failed  # only the target: FID <= 90 and CLIP >= 0.15
-    events, _ = read_events(result.log_path)
-    header = {e.key: e.value for e in events}
+    events, _ = read_events(log)
+    header = header_of(events)
     assert header["submission_division"] == "closed" and header["submission_benchmark"] == "stable_diffusion"
     assert header["opt_adamw_weight_decay"] == 0.01 and header["opt_learning_rate_warmup_steps"] == 1000
     assert header["opt_base_learning_rate"] == pytest.approx(1.25e-7 * 4)

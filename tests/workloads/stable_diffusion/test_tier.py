@@ -9,35 +9,25 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.official_checker import check
-from tests.workloads.helpers import (error_line, kill_at_first_checkpoint, log_path, losses, prepare_data, records,
-                                     trainclock)
-from trainclock.mllog.reader import read_events
+from tests.workloads.helpers import (assert_resumes_to_its_sample_limit, assert_same_loss_curve, assert_succeeded,
+                                     checked_log, error_line, evaluations, losses, one_and_two_processes,
+                                     prepared_fixture, tier_run_fixture)
 from trainclock.workloads.stable_diffusion.metric import CLIP, FID
 from trainclock.workloads.stable_diffusion.spec import get_member
 
 MEMBER = "sd-tiny"
 
-
-@pytest.fixture(scope="module")
-def prepared():
-    return prepare_data(MEMBER)  # untimed: images, captions, tiny CLIP and FID network, cached
-
-
-@pytest.fixture(scope="module")
-def tiny_run(prepared, tmp_path_factory):
-    out = tmp_path_factory.mktemp(MEMBER)
-    # seed 11: not one of the reference seeds the target was measured on
-    return out, trainclock("run", MEMBER, "--seed", "11", "--out", str(out), "--no-progress")
+prepared = prepared_fixture(MEMBER)  # untimed: images, captions, tiny CLIP and FID network, cached
+# seed 11: not one of the reference seeds the target was measured on
+tiny_run = tier_run_fixture(MEMBER, "--seed", "11", "--no-progress")
 
 
 @pytest.mark.slow
 def test_sd_tiny_reaches_both_targets_at_one_evaluation(tiny_run):
     out, proc = tiny_run
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    assert "run success" in proc.stdout and "images/s" in proc.stdout
+    assert_succeeded(proc, "images/s")
     steps = losses(out, MEMBER)
-    evals = [r["eval"] for r in records(out, MEMBER) if "eval" in r]
+    evals = evaluations(out, MEMBER)
     assert np.mean(steps[-5:]) < np.mean(steps[:5])
     assert len(evals) >= 1 and all(set(e) == {"FID", "CLIP"} for e in evals)
     spec = get_member(MEMBER)
@@ -50,44 +40,30 @@ def test_sd_tiny_log_writes_a_line_per_metric_in_steps_and_passes_the_common_rul
     from trainclock.review.run_review import review_log
 
     out, _ = tiny_run
-    log = log_path(out, MEMBER)
-    assert check(log) == []
-    events, problems = read_events(log)
-    assert not problems
-    header = {e.key: e.value for e in events}
+    log = checked_log(out, MEMBER)
+    header = log.header
     assert header["submission_benchmark"] == "stable_diffusion" and header["opt_name"] == "adamw"
     spec = get_member(MEMBER)
-    lines = [e for e in events if e.key == "eval_accuracy"]
+    lines = [e for e in log.events if e.key == "eval_accuracy"]
     assert [e.metadata["metric"] for e in lines[:2]] == ["FID", "CLIP"]
     assert lines[0].metadata["step_num"] == spec.eval_every_samples // spec.global_batch_size
-    review = review_log(log, "3.1")
+    review = review_log(log.path, "3.1")
     assert review.metrics and {m.name for m in review.metrics} == {"FID", "CLIP"}
 
 
 @pytest.mark.slow
 def test_two_processes_train_the_same_curve_as_one(prepared, tmp_path):
-    common = ("--seed", "4", "--max-samples", "64", "--precision", "fp32", "--no-progress")
-    one = trainclock("run", MEMBER, "--out", str(tmp_path / "one"), *common)
-    two = trainclock("run", MEMBER, "--out", str(tmp_path / "two"), "--nproc", "2", *common)
-    assert one.returncode in (0, 1) and two.returncode in (0, 1), two.stdout[-2000:] + two.stderr[-3000:]
-    assert len(losses(tmp_path / "one", MEMBER)) == 4
-    assert losses(tmp_path / "two", MEMBER) == pytest.approx(losses(tmp_path / "one", MEMBER), rel=1e-4, abs=1e-5)
-    first = [r["eval"] for r in records(tmp_path / "one", MEMBER) if "eval" in r]
-    second = [r["eval"] for r in records(tmp_path / "two", MEMBER) if "eval" in r]
+    one, two = one_and_two_processes(MEMBER, tmp_path, "--seed", "4", "--max-samples", "64", "--precision", "fp32",
+                                     "--no-progress")
+    assert_same_loss_curve(MEMBER, one, two, steps=4)
+    first, second = evaluations(one, MEMBER), evaluations(two, MEMBER)
     assert second[0]["CLIP"] == pytest.approx(first[0]["CLIP"], abs=1e-3)
     assert second[0]["FID"] == pytest.approx(first[0]["FID"], rel=1e-3)
 
 
 @pytest.mark.slow
 def test_resume_after_kill_9_continues_the_run(prepared, tmp_path):
-    run = ("--no-progress", "--checkpoint-every", "2", "--max-samples", "64")
-    kill_at_first_checkpoint(tmp_path, MEMBER, *run)
-    resumed = trainclock("run", MEMBER, "--out", str(tmp_path), *run, "--resume")
-    assert resumed.returncode in (0, 1), resumed.stdout[-2000:] + resumed.stderr[-3000:]
-    events, _ = read_events(log_path(tmp_path, MEMBER))
-    assert [e.key for e in events].count("seed") == 1 and any(e.key == "trainclock_resumed" for e in events)
-    assert [e.key for e in events].count("run_stop") == 1
-    assert max(r["samples"] for r in records(tmp_path, MEMBER)) == 64
+    assert_resumes_to_its_sample_limit(tmp_path, MEMBER, checkpoint_every=2, max_samples=64)
 
 
 def test_bad_input_is_one_line(cli, tmp_path):

@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 
 from tests.official_checker import check
-from tests.workloads.helpers import (TOY, TOY_MEMBER, evaluations, kill_at_first_checkpoint, log_path, losses, records,
-                                     toy, toy_run)
+from tests.workloads.helpers import (TOY, TOY_MEMBER, assert_same_loss_curve, assert_tier_met_its_target, checked_log,
+                                     evaluations, kill_at_first_checkpoint, log_path, records, resumed_log_events,
+                                     step_records, toy, toy_run)
 from trainclock.mllog.reader import read_events
 
 
@@ -35,22 +36,17 @@ def test_list_shows_both_workloads_with_metric_direction_and_target():
 
 
 def test_trains_to_its_higher_is_better_target(one_run):
-    out, proc = one_run
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "run success" in proc.stdout and "images to target" in proc.stdout and "images/s" in proc.stdout
-    steps = [r for r in records(out, TOY_MEMBER) if "loss" in r]
-    evals = [r["eval"]["top-1 accuracy"] for r in records(out, TOY_MEMBER) if "eval" in r]
-    assert steps[-1]["loss"] < steps[0]["loss"] - 1.0
-    assert evals[-1] >= 0.88 and all(e < 0.88 for e in evals[:-1])
-    assert steps[-1]["units"] == steps[-1]["samples"]  # one image per sample
+    out = assert_tier_met_its_target(one_run, TOY_MEMBER, "top-1 accuracy", 0.88,
+                                     in_stdout=("images to target", "images/s"))
+    trained = step_records(out, TOY_MEMBER)
+    assert trained[-1]["loss"] < trained[0]["loss"] - 1.0
+    assert trained[-1]["units"] == trained[-1]["samples"]  # one image per sample
 
 
 def test_log_counts_epochs_and_passes_the_official_common_rules(one_run):
     out, _ = one_run
-    log = log_path(out, TOY_MEMBER)
-    assert check(log) == []
-    events, problems = read_events(log)
-    assert not problems
+    log = checked_log(out, TOY_MEMBER)
+    events = log.events
     header = {e.key: e for e in events}
     assert header["submission_benchmark"].value == "resnet" and header["opt_name"].value == "sgd"
     assert header["sgd_opt_momentum"].value == 0.9
@@ -62,7 +58,7 @@ def test_log_counts_epochs_and_passes_the_official_common_rules(one_run):
     assert accuracy[0].metadata["epoch_num"] == 0.25  # a quarter of the 4,096 training images
     stop = [e for e in events if e.key == "run_stop"][0]
     assert stop.metadata["status"] == "success"
-    assert not log.stat().st_mode & 0o111  # a log is data, never executable (it was 0755)
+    assert not log.path.stat().st_mode & 0o111  # a log is data, never executable (it was 0755)
 
 
 def test_the_review_reads_progress_in_images_from_a_log_counting_epochs(one_run):
@@ -87,9 +83,7 @@ def test_two_processes_match_one(tmp_path):
     one = toy(*toy_run(tmp_path / "one", "--seed", "4", "--max-samples", "1024"))
     two = toy(*toy_run(tmp_path / "two", "--seed", "4", "--max-samples", "1024", "--nproc", "2"))
     assert one.returncode in (0, 1) and two.returncode in (0, 1), two.stderr[-3000:]
-    assert len(losses(tmp_path / "one", TOY_MEMBER)) == 16
-    one_curve = losses(tmp_path / "one", TOY_MEMBER)
-    assert losses(tmp_path / "two", TOY_MEMBER) == pytest.approx(one_curve, rel=1e-4, abs=1e-5)
+    assert_same_loss_curve(TOY_MEMBER, tmp_path / "one", tmp_path / "two", steps=16)
     # gathered over ranks: the same set
     assert evaluations(tmp_path / "two", TOY_MEMBER) == evaluations(tmp_path / "one", TOY_MEMBER)
 
@@ -116,8 +110,7 @@ def test_resume_after_kill_9_continues_the_run_with_its_seed(tmp_path):
     resumed = toy(*toy_run(tmp_path, "--checkpoint-every", "8", "--max-samples", "4096", "--resume"))
     assert resumed.returncode in (0, 1), resumed.stderr[-3000:]
     assert "torch.distributed is disabled" not in resumed.stderr + resumed.stdout
-    events, _ = read_events(log_path(tmp_path, TOY_MEMBER))
-    assert [e.key for e in events].count("seed") == 1 and any(e.key == "trainclock_resumed" for e in events)
+    resumed_log_events(tmp_path, TOY_MEMBER)
     differing = toy(*toy_run(tmp_path, "--resume", "--gbs", "32"))
     assert differing.returncode == 2
 
@@ -176,10 +169,7 @@ def test_background_scoring_trains_on_while_the_score_is_computed(one_run, tmp_p
             assert rows[i - 1]["samples"] > row["samples"], rows[i - 1]
     trained = [r["samples"] for r in rows if "loss" in r]
     assert trained[-1] > inline[-1][0]  # training went on until the passing score arrived
-    log = log_path(tmp_path, TOY_MEMBER)
-    assert check(log) == []
-    events, problems = read_events(log)
-    assert not problems
+    events = checked_log(tmp_path, TOY_MEMBER).events
     keys = [e.key for e in events if e.key in ("eval_start", "block_start", "eval_accuracy", "run_stop")]
     first_eval = keys.index("eval_start")
     assert keys[first_eval:first_eval + 3] == ["eval_start", "block_start", "eval_accuracy"]
@@ -203,10 +193,7 @@ def test_offline_evaluation_scores_the_saved_models_after_training_off_the_clock
     assert offline == inline  # the same models, scored later: the same values, up to the same first pass
     trained = [r["samples"] for r in records(tmp_path, TOY_MEMBER) if "loss" in r]
     assert trained[-1] == limit  # no evaluation during training: it runs to its limit
-    log = log_path(tmp_path, TOY_MEMBER)
-    assert check(log) == []
-    events, problems = read_events(log)
-    assert not problems
+    events = checked_log(tmp_path, TOY_MEMBER).events
     by_key = lambda key: [e for e in events if e.key == key]  # noqa: E731
     last_block = by_key("block_stop")[-1]
     assert all(e.time_ms >= last_block.time_ms for e in by_key("eval_start"))

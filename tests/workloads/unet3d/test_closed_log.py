@@ -13,11 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from tests.official_checker import check
+from tests.workloads.helpers import closed_rule_failures, header_of, run_reduced_full_config
 from trainclock.errors import UsageError
 from trainclock.mllog.reader import read_events
-from trainclock.train.options import TrainOptions
-from trainclock.train.run import RunRequest, execute
 from trainclock.workload.base import RunSettings
 from trainclock.workloads.unet3d import WORKLOAD
 from trainclock.workloads.unet3d.spec import METRIC, get_member
@@ -55,16 +53,11 @@ def test_full_config_log_passes_the_official_closed_unet3d_rules(tmp_path):
     full = get_member("unet3d-kits19").with_batch(84)  # an RCP batch: 2 steps are one KiTS19 epoch
     spec = replace(full, filters=(2, 2, 2), patch=16, micro_batch_size=42, eval_batch=1)
     data = kits19_npy(tmp_path / "npy")
-    request = RunRequest(workload=WORKLOAD, spec=spec, out=tmp_path / "out", seed=5, progress=False,
-                         settings=RunSettings(data=str(data)),
-                         options=TrainOptions(device=torch.device("cpu"), precision="fp32", max_samples=252))
-    result = execute(request)
-    assert result.outcome.status == "aborted" and result.outcome.samples == 252
+    log = run_reduced_full_config(WORKLOAD, spec, tmp_path / "out", RunSettings(data=str(data)), max_samples=252)
     # the only rule an aborted run breaks: the target was not reached
-    assert check(result.log_path, "training_3.1.0/closed_common.yaml", follow=True) == [
-        "Failed checks for eval_accuracy :  v['value'] >= 0.908"]
-    events, _ = read_events(result.log_path)
-    header = {e.key: e.value for e in events}
+    assert closed_rule_failures(log) == ["Failed checks for eval_accuracy :  v['value'] >= 0.908"]
+    events, _ = read_events(log)
+    header = header_of(events)
     assert header["submission_division"] == "closed" and header["submission_benchmark"] == "unet3d"
     assert header["opt_name"] == "sgd" and header["opt_base_learning_rate"] == 1.5
     assert header["opt_learning_rate_warmup_epochs"] == 1500 and header["opt_momentum"] == 0.9

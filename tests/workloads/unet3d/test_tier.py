@@ -8,36 +8,24 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.official_checker import check
-from tests.workloads.helpers import (ROOT, error_line, kill_at_first_checkpoint, log_path, losses, prepare_data,
-                                     records, trainclock)
-from trainclock.mllog.reader import read_events
+from tests.workloads.helpers import (ROOT, assert_refuses_layouts_beyond_data_parallel,
+                                     assert_resumes_to_its_sample_limit, assert_same_loss_curve,
+                                     assert_tier_met_its_target, checked_open_log, error_line, evaluations, losses,
+                                     one_and_two_processes, prepared_fixture, tier_run_fixture)
 from trainclock.workloads.unet3d.spec import METRIC, get_member
 
 MEMBER = "unet3d-tiny"
 
-
-@pytest.fixture(scope="module")
-def prepared():
-    return prepare_data(MEMBER)  # untimed: generated NIfTI cases preprocessed to .npy, cached
-
-
-@pytest.fixture(scope="module")
-def tiny_run(prepared, tmp_path_factory):
-    out = tmp_path_factory.mktemp(MEMBER)
-    return out, trainclock("run", MEMBER, "--seed", "11", "--out", str(out), "--no-progress")
+prepared = prepared_fixture(MEMBER)  # untimed: generated NIfTI cases preprocessed to .npy, cached
+tiny_run = tier_run_fixture(MEMBER, "--seed", "11", "--no-progress")
 
 
 @pytest.mark.slow
 def test_unet3d_tiny_reaches_its_mean_dice_target(tiny_run):
-    out, proc = tiny_run
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    assert "run success" in proc.stdout
-    steps = [r["loss"] for r in records(out, MEMBER) if "loss" in r]
-    evals = [r["eval"] for r in records(out, MEMBER) if "eval" in r]
-    target = get_member(MEMBER).targets[METRIC]
+    out = assert_tier_met_its_target(tiny_run, MEMBER, "mean DICE", get_member(MEMBER).targets[METRIC])
+    steps = losses(out, MEMBER)
+    evals = evaluations(out, MEMBER)
     assert np.mean(steps[-5:]) < np.mean(steps[:5])
-    assert evals[-1]["mean DICE"] >= target and all(e["mean DICE"] < target for e in evals[:-1])
     # a real segmentation, not the trivial one: both classes found (kidney alone scores at most 0.5)
     assert evals[-1]["kidney DICE"] > 0.5 and evals[-1]["tumour DICE"] > 0.1
 
@@ -45,31 +33,22 @@ def test_unet3d_tiny_reaches_its_mean_dice_target(tiny_run):
 @pytest.mark.slow
 def test_unet3d_tiny_log_passes_the_official_common_rules_and_counts_samples(tiny_run):
     out, _ = tiny_run
-    log = log_path(out, MEMBER)
-    assert check(log) == []
-    events, problems = read_events(log)
-    assert not problems
-    header = {e.key: e.value for e in events}
-    assert header["submission_benchmark"] == "unet3d" and header["submission_division"] == "open"
+    log = checked_open_log(out, MEMBER, "unet3d")
+    header = log.header
     assert header["opt_name"] == "sgd" and header["training_input_shape"] == [32, 32, 32]
     assert header["validation_overlap"] == 0.5 and header["oversampling"] == 0.4
     spec = get_member(MEMBER)
     assert header["eval_samples"] == len(spec.eval_cases) == 6
-    first = next(e for e in events if e.key == "eval_accuracy")
+    first = log.first("eval_accuracy")
     assert first.metadata["epoch_num"] == spec.eval_every_samples  # progress in samples, as the unet3d logs
 
 
 @pytest.mark.slow
 def test_two_processes_train_the_same_curve_as_one(prepared, tmp_path):
-    common = ("--seed", "4", "--max-samples", "16", "--precision", "fp32", "--no-progress")
-    one = trainclock("run", MEMBER, "--out", str(tmp_path / "one"), *common)
-    two = trainclock("run", MEMBER, "--out", str(tmp_path / "two"), "--nproc", "2", *common)
-    assert one.returncode in (0, 1) and two.returncode in (0, 1), two.stdout[-2000:] + two.stderr[-3000:]
-    curve = lambda out: losses(out, MEMBER)  # noqa: E731
-    dice = lambda out: [r["eval"] for r in records(out, MEMBER) if "eval" in r]  # noqa: E731
-    assert len(curve(tmp_path / "one")) == 4
-    assert curve(tmp_path / "two") == pytest.approx(curve(tmp_path / "one"), rel=1e-4, abs=1e-5)
-    first, second = dice(tmp_path / "one"), dice(tmp_path / "two")
+    one, two = one_and_two_processes(MEMBER, tmp_path, "--seed", "4", "--max-samples", "16", "--precision", "fp32",
+                                     "--no-progress")
+    assert_same_loss_curve(MEMBER, one, two, steps=4)
+    first, second = evaluations(one, MEMBER), evaluations(two, MEMBER)
     assert len(first) == len(second) == 1  # the end-of-run evaluation, over the whole set in both
     # the weights agree to float rounding (DDP sums gradients in another order); the argmax of a barely
     # trained network can flip on a few near-tied voxels, so the Dice agrees to a few voxels' worth
@@ -78,15 +57,7 @@ def test_two_processes_train_the_same_curve_as_one(prepared, tmp_path):
 
 @pytest.mark.slow
 def test_resume_after_kill_9_continues_the_run(prepared, tmp_path):
-    run = ("--no-progress", "--checkpoint-every", "4", "--max-samples", "48")
-    kill_at_first_checkpoint(tmp_path, MEMBER, *run)
-    resumed = trainclock("run", MEMBER, "--out", str(tmp_path), *run, "--resume")
-    assert resumed.returncode in (0, 1), resumed.stdout[-2000:] + resumed.stderr[-3000:]
-    log = log_path(tmp_path, MEMBER)
-    events, _ = read_events(log)
-    assert [e.key for e in events].count("seed") == 1 and any(e.key == "trainclock_resumed" for e in events)
-    assert [e.key for e in events].count("run_stop") == 1
-    assert max(r["samples"] for r in records(tmp_path, MEMBER)) == 48
+    assert_resumes_to_its_sample_limit(tmp_path, MEMBER, checkpoint_every=4, max_samples=48)
 
 
 def test_planner_predicts_the_full_size_from_the_rules_convergence_points(cli):
@@ -117,10 +88,6 @@ def test_bad_input_is_one_line(cli, tmp_path):
 
 
 def test_layouts_the_network_cannot_take_are_refused():
-    from trainclock.distributed.layout import Layout
-    from trainclock.errors import UsageError
     from trainclock.workloads.unet3d import WORKLOAD
 
-    for layout in (Layout(dp=1, tp=2), Layout(dp=1, pp=2), Layout(dp=2, fsdp=True)):
-        with pytest.raises(UsageError, match="data parallel|DDP"):
-            WORKLOAD.check_layout(WORKLOAD.specs.member(MEMBER), layout)
+    assert_refuses_layouts_beyond_data_parallel(WORKLOAD, MEMBER)

@@ -15,6 +15,12 @@ is read off its own eval curve (and is only as quiet as the machine was: the loa
 --from-evidence re-derives the target from the curves already recorded in targets/<member>.json
 (another --headroom: where evaluations are coarse, 30% of the budget can leave one evaluation
 fewer inside the window than 25%) without training again.
+
+--learning-share S sets the target at that share of the way from the median first evaluation to
+the median best (the tier rule's learning share, issue 34) instead of at the worst seed's best: a
+target near the plateau, where seeds that flatten at different heights cross it far apart, is what
+makes samples-to-target unstable. Every seed must still reach it within the window; the tier rule's
+five points are printed for the target chosen.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ from trainclock.train.run import RunRequest, execute
 from trainclock.workload import registry
 from trainclock.workload.base import QualityTarget, RunSettings
 from trainclock.workload.evidence import units_to_target
+from trainclock.review.rcp import largest_cv
+from trainclock.workload.tier_rule import curves, judge, start_and_plateau
 
 
 def reference_run(member: str, seed: int, budget: int, precision: str, out: Path) -> tuple[dict, tuple]:
@@ -68,6 +76,20 @@ def rounded_easier(value: float, direction: str) -> float:
     return math.floor(value * 1000) / 1000 if direction == "higher" else math.ceil(value * 1000) / 1000
 
 
+def share_targets(runs: list[dict], quality: tuple[QualityTarget, ...], share: float) -> dict[str, float]:
+    """Each metric's target `share` of the way from the median start to the median best."""
+    all_curves = [c for c in curves(runs, quality) if c]
+    targets = {}
+    for t in quality:
+        start, plateau = start_and_plateau(all_curves, t)
+        targets[t.metric] = rounded_easier(start + share * (plateau - start), t.direction)
+    return targets
+
+
+def reached_within(run: dict, quality: tuple[QualityTarget, ...], samples: int) -> bool:
+    return any(all(t.met(m[t.metric]) for t in quality) for _, done, _, m in run["evals"] if done <= samples)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("member")
@@ -77,6 +99,9 @@ def main() -> None:
     p.add_argument("--headroom", type=float, default=0.2,
                    help="the share of the budget left to spare: the target is measured within the rest")
     p.add_argument("--precision", default="fp32", choices=("auto", "bf16", "fp32"))
+    p.add_argument("--learning-share", type=float, metavar="S",
+                   help="the target at this share of the median gain from the first evaluation to the best "
+                        "(e.g. 0.8) instead of the worst seed's best within the window")
     p.add_argument("--write", action="store_true", help="write targets/<member>.json in the workload's package")
     p.add_argument("--from-evidence", action="store_true",
                    help="no training: the seeds, budget and curves recorded in targets/<member>.json")
@@ -86,6 +111,8 @@ def main() -> None:
     args = p.parse_args()
     if not 0 <= args.headroom < 1:
         p.error("--headroom is a share of the budget: pick a number in [0, 1)")
+    if args.learning_share is not None and not 0 < args.learning_share <= 1:
+        p.error("--learning-share is a share of the gain from start to plateau: pick a number in (0, 1]")
     workload, name = registry.find(args.member)
     path = Path(inspect.getfile(type(workload))).parent / "targets" / f"{name}.json"
     recorded: dict = {}
@@ -127,7 +154,13 @@ def main() -> None:
     else:  # every metric must hold at one evaluation: each seed's last evaluation within the window
         last = [[m for _, samples, _, m in r["evals"] if samples <= measured_within][-1] for r in runs]
         targets = {t.metric: easiest(t, [m[t.metric] for m in last]) for t in quality}
+    if args.learning_share is not None:
+        targets = share_targets(runs, quality, args.learning_share)
     met = tuple(QualityTarget(t.metric, targets[t.metric], t.direction) for t in quality)
+    late = [r["seed"] for r in runs if not reached_within(r, met, measured_within)]
+    if late:
+        p.error(f"seeds {late} do not reach {targets} within {measured_within:,} samples: choose a smaller "
+                "--learning-share or a larger budget")
     for r in runs:
         reached = units_to_target(r, met)
         r["time_to_target_s"] = next(t for t, _, units, _ in r["evals"] if units == reached)
@@ -147,6 +180,9 @@ def main() -> None:
                 "measured_within_samples": measured_within,
                 "machine": machine, "precision": runs[0]["precision"],
                 "load_average_1_5_15": [round(x, 2) for x in load], "torch": torch_version, "runs": runs}
+    workload_cv = largest_cv(workload.key, f"{workload.mlperf_round}.0")
+    for point in judge(runs, met, workload_cv):
+        print(f"  {'ok  ' if point.passed else 'FAIL'} {point.name}: {point.shown}")
     if args.write:
         path.parent.mkdir(exist_ok=True)
         atomic_write_text(path, json.dumps(evidence, indent=1) + "\n")

@@ -14,18 +14,9 @@ import inspect
 import json
 from pathlib import Path
 
-from trainclock.review.rcp import default_rcp_dir, references
-from trainclock.review.scoring import scoring_rule
+from trainclock.review.rcp import largest_cv
 from trainclock.workload import registry
 from trainclock.workload.tier_rule import judge
-
-
-def largest_rcp_cv(benchmark: str, round_: str) -> float | None:
-    rule = scoring_rule(benchmark)
-    path = default_rcp_dir() / f"training_{round_}" / f"rcps_{benchmark}.json"
-    if rule is None or not path.is_file():
-        return None
-    return max(r.stdev / r.mean for r in references(path, rule).all)
 
 
 def main() -> None:
@@ -38,7 +29,7 @@ def main() -> None:
     passing = total = 0
     for workload in registry.workloads():
         folder = Path(inspect.getfile(type(workload))).parent / "targets"
-        cv = largest_rcp_cv(workload.key, args.round or f"{workload.mlperf_round}.0")
+        cv = largest_cv(workload.key, args.round or f"{workload.mlperf_round}.0")
         for member in workload.members():
             path = folder / f"{member.name}.json"
             if not path.is_file() or (wanted is not None and member.name not in wanted):

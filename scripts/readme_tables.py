@@ -34,21 +34,6 @@ MARKERS = re.compile(r"^<!-- tables:begin (?P<keys>[\w. -]+?) -->\n(?P<body>.*?)
 HEADER = ("| member | parameters | target | where the target comes from | run |\n"
           "|---|---|---|---|---|\n")
 
-# What the full size needs beyond its name, which the registry does not say: the data (and the
-# start weights) trainclock cannot fetch itself. A workload not listed runs as `trainclock run KEY`.
-FULL_SIZE_FLAGS = {
-    "bert": "--data DIR --init-checkpoint phase1.pt",
-    "resnet": "--data DIR",
-    "dlrm_dcnv2": "--data DIR --nproc N",
-    "unet3d": "--data KITS19_DIR",
-    "ssd": "--data DIR --backbone-weights resnext50_32x4d.pth",
-    "maskrcnn": "--data DIR --backbone-weights resnet50.pth",
-    "rnnt": "--data LIBRISPEECH_DIR",
-    "stable_diffusion": "--data LAION_DIR --checkpoint SD2_DIR --evaluators EVAL_DIR",
-    "llama2_70b_lora": "--checkpoint DIR --data GOVREPORT_DIR",
-}
-
-
 def built_in_workloads() -> dict:
     """MLPerf key -> workload, trainclock's own only (not a user's $TRAINCLOCK_WORKLOADS or plugin)."""
     from trainclock.workload import registry
@@ -93,7 +78,7 @@ def seed_ranges(listed: str) -> str:
     return ", ".join(spans)
 
 
-def source_cell(member, evidence: str | None, seen: dict[str, str]) -> str:
+def source_cell(workload, member, evidence: str | None, seen: dict[str, str]) -> str:
     """Where the target comes from: the kind (mlperf, measured, estimated) and how the target was
     fixed (Member.target_note, or the text after the kind in Member.target_source: 'measured: ...'),
     shortened where it repeats the target, and the evidence file."""
@@ -113,13 +98,33 @@ def source_cell(member, evidence: str | None, seen: dict[str, str]) -> str:
         seen[text] = member.name
         cell = f"{kind}: {text}" if text else kind
     if evidence:
+        cell += f"; {tier_rule_verdict(workload, member, ROOT / evidence)}" if kind == "measured" else ""
         cell += f"; [{evidence.rsplit('/', 2)[-2]}/{evidence.rsplit('/', 1)[-1]}]({evidence})"
     return cell.replace("|", "\\|")
 
 
+def tier_rule_verdict(workload, member, evidence: Path) -> str:
+    """The tier rule (issue 34) on the member's reference runs: pass or the points it fails, with
+    its learning share and the CV of its samples-to-target (benchmarks/tier_rule.py prints all)."""
+    import json
+
+    from trainclock.review.rcp import largest_cv
+    from trainclock.workload.tier_rule import judge
+
+    runs = json.loads(evidence.read_text()).get("runs") or []
+    if not runs:
+        return "tier rule: no reference runs recorded"
+    points = judge(runs, member.quality, largest_cv(workload.key, f"{workload.mlperf_round}.0"))
+    failed = [p.name for p in points if not p.passed]
+    figures = {p.name: p.value for p in points if p.value is not None}
+    shown = ", ".join(f"{name} {value:.2f}" if name == "learning share" else f"CV {value:.3f}"
+                      for name, value in figures.items())
+    return f"tier rule {'passes' if not failed else 'fails (' + ', '.join(failed) + ')'}: {shown}"
+
+
 def run_cell(workload, member) -> str:
     if member.name == workload.full_size:
-        flags = FULL_SIZE_FLAGS.get(workload.key, "")
+        flags = getattr(workload, "full_size_flags", "")  # a plugin workload need not declare it
         return f"`trainclock run {workload.key}{' ' + flags if flags else ''}`"
     return f"`trainclock run {member.name}`"
 
@@ -131,7 +136,7 @@ def table(workloads: list) -> str:
             shape = f": {member.description}" if member.description else ""
             target = " and ".join(t.describe() for t in member.quality)
             cells = (member.name, count(member.parameters) + shape, target,
-                     source_cell(member, evidence_file(workload, member.name), seen), run_cell(workload, member))
+                     source_cell(workload, member, evidence_file(workload, member.name), seen), run_cell(workload, member))
             rows.append("| " + " | ".join(c.replace("|", "\\|") if i != 3 else c for i, c in enumerate(cells)) + " |\n")
     return HEADER + "".join(rows)
 

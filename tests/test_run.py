@@ -105,14 +105,15 @@ def test_profile_writes_a_trace_and_says_where_the_step_went(tmp_path, corpus_di
 
 def curve(tmp_path, corpus_dir, seed):
     # fp32: under "auto" a loaded machine may measure bf16 slower on one run and faster on the next
-    _, _, logs = run_tiny(tmp_path, corpus_dir, "--seed", str(seed), "--max-samples", "640", "--precision", "fp32")
+    # 512 samples: the last of them is an evaluation, so a run that meets the target there stops at the same step
+    _, _, logs = run_tiny(tmp_path, corpus_dir, "--seed", str(seed), "--max-samples", "512", "--precision", "fp32")
     metrics = logs[-1].with_name(logs[-1].stem + ".metrics.jsonl").read_text().splitlines()
     return [json.loads(m)["loss"] for m in metrics if "loss" in json.loads(m)]
 
 
 def test_same_seed_same_curve_other_seed_other_curve(tmp_path, corpus_dir):
     a, b, c = curve(tmp_path, corpus_dir, 1), curve(tmp_path, corpus_dir, 1), curve(tmp_path, corpus_dir, 2)
-    assert len(a) == 20 and a == b
+    assert len(a) == 16 and a == b
     assert a != c
 
 

@@ -71,3 +71,34 @@ def test_noise_of_a_straight_line_is_zero_and_of_alternation_is_its_size():
     assert noise([1.0, 2.0, 3.0, 4.0]) == pytest.approx(0.0)
     # +-s around a line: second differences are +-4s, so the estimate is 4s / sqrt(6)
     assert noise([0.1, -0.1, 0.1, -0.1, 0.1]) == pytest.approx(0.4 / math.sqrt(6))
+
+
+def test_the_learning_share_and_cv_are_given_as_numbers():
+    """What the README's tier rows print: the smallest learning share and the CV, as judged."""
+    runs = saturating_runs([0.40, 0.41, 0.42, 0.43, 0.44])
+    values = {p.name: p.value for p in judge(runs, [ACCURACY], rcp_cv=0.05) if p.value is not None}
+    start, plateau = 0.1, max(r["evals"][-1][3]["accuracy"] for r in runs)
+    assert values["learning share"] == pytest.approx((0.8 - start) / (plateau - start), rel=0.01)
+    assert 0 < values["stable"] < 0.1  # rates within 10%: crossings within about as much
+
+
+def test_a_share_target_sits_that_far_from_start_to_plateau():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from reference_targets import share_targets
+
+    runs = saturating_runs([0.40, 0.41, 0.42, 0.43, 0.44])
+    target = share_targets(runs, (ACCURACY,), 0.85)["accuracy"]
+    point = {p.name: p for p in judge(runs, [QualityTarget("accuracy", target, "higher")], rcp_cv=0.05)}
+    assert point["learning share"].value == pytest.approx(0.85, abs=0.01)  # rounded to 3 decimals, easier side
+    assert point["learning share"].value <= 0.85
+
+
+def test_mlperf_reference_runs_spread_as_the_issue_reads_them():
+    from trainclock.review.rcp import largest_cv
+
+    assert largest_cv("gpt3", "3.1.0") == pytest.approx(0.038, abs=0.0005)
+    assert largest_cv("resnet", "3.1.0") == pytest.approx(0.031, abs=0.0005)
+    assert largest_cv("no_such_benchmark", "3.1.0") is None

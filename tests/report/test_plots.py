@@ -9,6 +9,7 @@ from trainclock.report.curves import find_metrics, read_curve
 from trainclock.report.data import load_view
 from trainclock.report.planner_curve import load_planner_curve
 from trainclock.results.db import open_store
+from trainclock.workloads.gpt3.spec import get_member
 
 from .helpers import png_size
 
@@ -68,7 +69,8 @@ def test_planner_cost_plot(planner_curve_file):
 
 def test_training_curves_against_time_and_progress(own_runs):
     curves = [read_curve(p) for p in find_metrics(own_runs)]
-    assert len(curves) == 1 and curves[0].target == pytest.approx(4.955)
+    target = get_member("gpt3-tiny").quality[0].threshold  # what the logs were written with
+    assert len(curves) == 1 and curves[0].target == pytest.approx(target)
     # the log's target names the metric (the first form of the log names none: its benchmark's, log perplexity)
     (metric,) = curves[0].metrics
     assert metric.direction == "lower" and "log perplexity" in metric.shown
@@ -77,7 +79,7 @@ def test_training_curves_against_time_and_progress(own_runs):
     for axis in ("time", "progress"):
         figure = plots.training_curves(curves, axis)
         check_png(figure)
-        target_lines = [line for line in figure.axes[1].lines if line.get_label() == "target 4.955"]
+        target_lines = [line for line in figure.axes[1].lines if line.get_label() == f"target {target:g}"]
         assert target_lines
         assert figure.axes[1].get_ylabel() == f"{metric.shown} (lower is better)"
         assert figure.axes[1].get_xlabel() == ("time since run start (minutes)" if axis == "time" else "tokens trained")

@@ -11,6 +11,8 @@ from trainclock.review.entry import INVALID, VALID
 from trainclock.review.run_review import review_log
 from trainclock.review.tree import review_path
 
+from trainclock.workloads.gpt3.spec import get_member
+
 from .trainclock_logs import START_MS, SYSTEM, WORKLOAD, changed, edit_lines, target, without, write_log, write_tree
 
 OPEN_GPT3 = "training_3.1.0/open_gpt3.yaml"
@@ -28,7 +30,8 @@ def test_a_trainclock_tree_passes_and_is_scored(trainclock_tree):
     assert entry.rcp.status == "n/a"  # the open division has no reference convergence points
     for run in entry.runs:
         assert run.findings == () and run.workload == WORKLOAD
-        assert run.converged_at == 2 * 1024 * 128 and run.progress_unit == "tokens"  # the second evaluation
+        every = get_member(WORKLOAD).eval_every_samples * 128  # tokens between evaluations
+        assert run.converged_at == 2 * every and run.progress_unit == "tokens"  # the second evaluation
         assert [p.value for p in run.evals] == [target() + 1.0, target() - 0.1]
 
 

@@ -37,7 +37,7 @@ def target() -> float:
 
 def write_log(path: Path, minutes: float, evals: list[float] | None = None, status: str = "success",
               division: str = "open") -> Path:
-    """A run that evaluates every 1024 sequences (131,072 tokens) and stops after `minutes`;
+    """A run that evaluates as the tier does (its eval_every_samples) and stops after `minutes`;
     by default its second evaluation reaches the target."""
     job = tiny_job(division)
     evals = evals if evals is not None else [target() + 1.0, target() - 0.1]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-ROUND_HELP = ("MLPerf Training rules to apply, e.g. 3.1, 4.1 or 5.1: any round from 3.0 on whose rules the installed "
+ROUND_HELP = ("MLPerf Training rules to apply, as X.Y: any round trainclock's scoring facts cover whose rules the installed "
               "mlperf-logging ships (default: from a vX.Y or training_results_vX.Y folder in the path, else told "
               "from the logs; a round that cannot be told is an error)")
 

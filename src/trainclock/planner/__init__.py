@@ -8,7 +8,7 @@ calibrated on published MLPerf results and on trainclock's own runs.
   layout), published_layouts (how the submissions ran), sensitivity, run_cost.
 - calibration/: what the model cannot know from datasheets, fitted by one of three sources, tried
   in order (calibration/__init__.py): own_runs (this CPU's stored runs), published_scores (every
-  benchmark's published v3.1 scores), result_files (a benchmark's results table and logs per
+  benchmark's published scores), result_files (a benchmark's results table and logs per
   software stack: submissions.toml's benchmark); mlperf_data reads the published files.
 - validation/: how well each calibration predicts what it was not fitted on (result_file_checks,
   score_checks; own_runs checks its runs itself).

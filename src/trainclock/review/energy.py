@@ -1,4 +1,4 @@
-"""The energy score of a power entry (v4.0 on: a `power/` folder beside the result logs), as the
+"""The energy score of a power entry (from the first round with power: a `power/` folder beside the result logs), as the
 official result summarizer computes its Energy column: per run, each node's power readings
 integrated between power_measurement_start and _stop and scaled to the run's time-to-train, plus
 each switch's estimated interconnect power over that time, times the logged conversion efficiency;

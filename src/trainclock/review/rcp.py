@@ -140,3 +140,17 @@ def references(path: Path, rule: ScoringRule) -> References:
         raise DataError(f"reference convergence points {path} are not in MLCommons' rcps_*.json format "
                         f"({type(e).__name__}: {e}); point --rcp-dir at a folder laid out as "
                         "mlperf_logging's rcp_checker") from None
+
+
+def largest_cv(benchmark: str, ruleset: str) -> float | None:
+    """The largest coefficient of variation (population stdev / olympic mean of the runs'
+    convergence) among the reference points of `benchmark` in `ruleset` ("X.Y.0"): how far apart
+    MLPerf's own reference runs land, the yardstick a CPU tier's stability is held to. None where
+    the round has no RCPs for it."""
+    from trainclock.review.scoring import scoring_rule
+
+    rule = scoring_rule(benchmark)
+    path = default_rcp_dir() / f"training_{ruleset}" / f"rcps_{benchmark}.json"
+    if rule is None or not path.is_file():
+        return None
+    return max(r.stdev / r.mean for r in references(path, rule).all)

@@ -572,7 +572,7 @@ _RULES_PRECISION = {"bf16": "bfloat16", "fp32": "fp32", "fp8": "fp8"}
 
 
 def disclosure_keys(job: TrainJob, precision: str, ctx: ParallelContext) -> dict[str, object]:
-    """The precisions, parallelism and configuration every log discloses (mandatory from round 6.1
+    """The precisions, parallelism and configuration every log discloses (mandatory in the newest rounds
     on, harmless before): what its linear layers, attention and collectives run in at the lowest,
     its tensor/pipeline/context/expert split, micro-batch and configuration (the member). A header
     written before the precision is resolved ("auto": tests that write logs by hand) names none."""

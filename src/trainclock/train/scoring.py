@@ -3,7 +3,7 @@
 The predictions are made and gathered across ranks where the evaluation falls, as inline; rank 0
 then scores them (COCO evaluation takes seconds of host time) on a thread of its own, and the loop
 takes the values at one of its reads of the losses: the log shows eval_start, the next block_start,
-then eval_accuracy and eval_stop when the values are in, as NVIDIA's v3.1 detection logs do."""
+then eval_accuracy and eval_stop when the values are in, as NVIDIA's detection logs do."""
 
 from __future__ import annotations
 

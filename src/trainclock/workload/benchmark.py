@@ -33,6 +33,8 @@ class BenchmarkWorkload:
     needs_data: ClassVar[str | None] = None
     # the member commands mean when the user names none (`trainclock data prepare`): one benchmark declares it
     default_member: ClassVar[str | None] = None
+    # what `trainclock run <key>` needs beyond the key, for the README (data and start weights it cannot fetch)
+    full_size_flags: ClassVar[str] = ""
 
     @property
     def full_size(self) -> str:

@@ -83,6 +83,14 @@ class Point:
     name: str
     passed: bool
     shown: str  # the measured value against its limit, in a few words
+    value: float | None = None  # the figure judged, where one is (the smallest learning share, the CV)
+
+
+def start_and_plateau(all_curves: Sequence[Curve], target: QualityTarget) -> tuple[float, float]:
+    """The median first evaluation and the median over seeds of each seed's best evaluation."""
+    start = statistics.median(c[0][1][target.metric] for c in all_curves)
+    best = max if target.direction == "higher" else min
+    return start, statistics.median(best(m[target.metric] for _, m in c) for c in all_curves)
 
 
 def judge(runs: Sequence[dict], quality: Sequence[QualityTarget], rcp_cv: float | None) -> list[Point]:
@@ -92,9 +100,7 @@ def judge(runs: Sequence[dict], quality: Sequence[QualityTarget], rcp_cv: float 
     shares, flats = [], []
     length = min(map(len, all_curves))
     for t in quality:
-        start = statistics.median(c[0][1][t.metric] for c in all_curves)
-        best = max if t.direction == "higher" else min
-        plateau = statistics.median(best(m[t.metric] for _, m in c) for c in all_curves)
+        start, plateau = start_and_plateau(all_curves, t)
         span = _gain(t, start, plateau)
         shares.append((t.metric, _gain(t, start, t.threshold) / span if span > 0 else float("-inf")))
         median_curve = [statistics.median(c[i][1][t.metric] for c in all_curves) for i in range(length)]
@@ -102,7 +108,8 @@ def judge(runs: Sequence[dict], quality: Sequence[QualityTarget], rcp_cv: float 
         mean_gain = sum(gains) / len(gains) if gains else 0.0
         flats.append((t.metric, gains[-1] / mean_gain if gains and mean_gain > 0 else float("inf")))
     points.append(Point("learning share", all(s >= LEARNING_SHARE for _, s in shares),
-                        ", ".join(f"{m} {s:.2f}" for m, s in shares) + f" (>= {LEARNING_SHARE})"))
+                        ", ".join(f"{m} {s:.2f}" for m, s in shares) + f" (>= {LEARNING_SHARE})",
+                        min(s for _, s in shares)))
     points.append(Point("flat at the end", all(f <= FLAT_GAIN for _, f in flats),
                         ", ".join(f"{m} last/mean gain {f:.2f}" for m, f in flats) + f" (<= {FLAT_GAIN})"))
     crossings = [crossing(c, quality) for c in all_curves]
@@ -114,12 +121,13 @@ def judge(runs: Sequence[dict], quality: Sequence[QualityTarget], rcp_cv: float 
         cv = statistics.pstdev(at) / statistics.mean(at)
         limit = CV_FACTOR * rcp_cv if rcp_cv is not None else None
         points.append(Point("stable", limit is not None and cv <= limit,
-                            f"CV {cv:.3f} over {len(at)} seeds" + (f" (<= {limit:.3f})" if limit is not None else " (no RCP)")))
+                            f"CV {cv:.3f} over {len(at)} seeds" + (f" (<= {limit:.3f})" if limit is not None else " (no RCP)"),
+                            cv))
     fallbacks = sum(1 for c, x in zip(all_curves, crossings) if x is not None and
                     any(not all(t.met(m[t.metric]) for t in quality) for _, m in c[x[0] + 1:]))
     worst_noise = []
     for t in quality:
-        start = statistics.median(c[0][1][t.metric] for c in all_curves)
+        start, _ = start_and_plateau(all_curves, t)
         window = []  # each seed's evaluations around its crossing
         for c, x in zip(all_curves, crossings):
             centre = x[0] if x is not None else len(c) - 1

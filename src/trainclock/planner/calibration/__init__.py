@@ -5,7 +5,7 @@ and accelerator by one protocol: sources tried in order, the first that applies 
 1. own_runs: this machine's CPU, from trainclock's own stored runs (or, with none stored, the
    MFU its reference runs recorded);
 2. the user's --efficiency, with the habits current frameworks have by default;
-3. published_scores: every benchmark's published v3.1 scores (shared/mlperf-suite), per
+3. published_scores: every benchmark's published scores (shared/mlperf-suite), per
    accelerator, for the benchmarks result_files does not cover;
 4. result_files: a benchmark's published results table and result logs, per software stack
    (submissions.toml names the benchmark and how each stack ran); it answers any accelerator it

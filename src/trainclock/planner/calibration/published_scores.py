@@ -1,4 +1,4 @@
-"""Calibration of every benchmark on the published MLPerf v3.1 scores (shared/mlperf-suite's
+"""Calibration of every benchmark on the published MLPerf scores (shared/mlperf-suite's
 published_v3.1_scores.csv: 194 entries of the nine benchmarks from the official summarizer).
 
 The table gives, per entry, the benchmark, the accelerator and its count and the official score,
@@ -115,7 +115,7 @@ class EvalTiming:
     training resumes (block_start or epoch_start) before an evaluation's eval_stop, the evaluation
     is asynchronous: it stopped training only until then (`blocking_s`), and the rest, its scoring,
     ran beside the next interval's training (`async_s`, the mean over such evaluations; Mask
-    R-CNN's and RetinaNet's COCO scoring in the v3.1 references)."""
+    R-CNN's and RetinaNet's COCO scoring in the references)."""
 
     system: str
     count: int  # accelerators of the system whose logs these are
@@ -475,7 +475,7 @@ def fit_for(bench: Benchmark, accelerator: Accelerator) -> tuple[str, GroupFit] 
 
 class PublishedScoresSource:
     """The calibration source of the benchmarks result_files does not cover (no --stack, no
-    --efficiency): the fit of the accelerator's published v3.1 scores, or of those of the one it
+    --efficiency): the fit of the accelerator's published scores, or of those of the one it
     is `like`. Loads the scores of the asked benchmark when first asked; without the scores beside
     the repository, or without an entry of the benchmark on either accelerator, it does not apply."""
 
@@ -504,6 +504,6 @@ class PublishedScoresSource:
         whose, group = found
         borrowed = "" if whose == request.accelerator.id else f", borrowed from {whose}"
         return Calibrated(group.efficiency, template(request.accelerator),
-                          f"published v3.1 {key} scores of {len(group.fitted_on)} {whose} "
+                          f"published {key} scores of {len(group.fitted_on)} {whose} "
                           f"entr{'y' if len(group.fitted_on) == 1 else 'ies'}{borrowed}"
                           + (OVERCOUNT_NOTE if group.efficiency.compute > 1 else ""))

@@ -10,7 +10,7 @@ from trainclock.planner.validation.score_checks import EXTRAPOLATION_GAP, Benchm
 
 
 def print_suite_validation(report: SuiteReport, console: Console) -> None:
-    summary = Table(title=f"every benchmark on the published v3.1 scores ({SCORES_CSV}): leave-one-out per "
+    summary = Table(title=f"every benchmark on the published scores ({SCORES_CSV}): leave-one-out per "
                           "benchmark, each entry fitted on the others of its accelerator", title_justify="left")
     for col in ("benchmark", "entries left out one by one", "mean error", "worst error",
                 f"extrapolated >= {EXTRAPOLATION_GAP}x: entries", "mean", "worst", "same-hardware spread"):

@@ -17,7 +17,7 @@ GOAL_MEAN_ERROR = 0.03  # mean absolute error on entries left out of the fit, to
 GOAL_WORST_ERROR = 0.06
 GOAL_PARTS = ("total", "training")
 EXTRAPOLATE_FROM = 768  # fit on entries up to this many accelerators, predict the larger ones
-# Beyond the table: NVIDIA Eos's 10,752 H100 of MLPerf v3.1, at the 3,584-GPU entry's batch.
+# Beyond the table: the largest published system (10,752 H100), at the 3,584-GPU entry's batch.
 PROJECTIONS = (("h100-sxm", 10752, 2688),)
 
 

@@ -37,6 +37,7 @@ RULES_DATASET = "wikipedia"
 
 class BertWorkload(BenchmarkWorkload):
     key = "bert"
+    full_size_flags = "--data DIR --init-checkpoint phase1.pt"
     mlperf_round = MLPERF_ROUND
     title = "BERT"
     specs = MEMBERS

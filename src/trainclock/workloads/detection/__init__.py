@@ -4,4 +4,5 @@ evaluation."""
 
 from trainclock.workloads.detection.workload import DetectionWorkload
 
-WORKLOADS = (DetectionWorkload("ssd", "RetinaNet"), DetectionWorkload("maskrcnn", "Mask R-CNN"))
+WORKLOADS = (DetectionWorkload("ssd", "RetinaNet", "--data DIR --backbone-weights resnext50_32x4d.pth"),
+             DetectionWorkload("maskrcnn", "Mask R-CNN", "--data DIR --backbone-weights resnet50.pth"))

@@ -42,8 +42,8 @@ class DetectionWorkload(BenchmarkWorkload):
     mlperf_round = MLPERF_ROUND
     unit = batch_units = "images"
 
-    def __init__(self, key: str, title: str) -> None:
-        self.key, self.title = key, title
+    def __init__(self, key: str, title: str, full_size_flags: str) -> None:
+        self.key, self.title, self.full_size_flags = key, title, full_size_flags
         self.specs = MEMBERS[key]
 
     def parameter_count(self, spec: DetectionSpec) -> int:

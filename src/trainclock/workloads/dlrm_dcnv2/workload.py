@@ -37,6 +37,7 @@ RULES_DATASET = "criteo_1tb_multihot"
 
 class DlrmWorkload(BenchmarkWorkload):
     key = "dlrm_dcnv2"
+    full_size_flags = "--data DIR --nproc N"
     mlperf_round = MLPERF_ROUND
     title = "DLRM-DCNv2"
     specs = MEMBERS

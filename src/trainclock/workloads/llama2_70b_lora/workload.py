@@ -37,6 +37,7 @@ RULES_DATASET = "scrolls"
 
 class LlamaLoraWorkload(BenchmarkWorkload):
     key = BENCHMARK
+    full_size_flags = "--checkpoint DIR --data GOVREPORT_DIR"
     mlperf_round = MLPERF_ROUND
     title = "Llama 2 70B LoRA"
     specs = MEMBERS

@@ -45,6 +45,7 @@ RULES_DATASET = "imagenet"
 
 class ResNetWorkload(BenchmarkWorkload):
     key = "resnet"
+    full_size_flags = "--data DIR"
     mlperf_round = MLPERF_ROUND
     title = "ResNet-50"
     specs = MEMBERS

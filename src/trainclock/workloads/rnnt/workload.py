@@ -34,6 +34,7 @@ RULES_DATASET = "librispeech"
 
 class RnntWorkload(BenchmarkWorkload):
     key = "rnnt"
+    full_size_flags = "--data LIBRISPEECH_DIR"
     mlperf_round = MLPERF_ROUND
     title = "RNN-T"
     specs = MEMBERS

@@ -35,6 +35,7 @@ RULES_DATASET = "laion"
 
 class StableDiffusionWorkload(BenchmarkWorkload):
     key = "stable_diffusion"
+    full_size_flags = "--data LAION_DIR --checkpoint SD2_DIR --evaluators EVAL_DIR"
     mlperf_round = MLPERF_ROUND
     title = "Stable Diffusion"
     specs = MEMBERS

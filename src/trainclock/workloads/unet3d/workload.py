@@ -29,6 +29,7 @@ RULES_DATASET = "kits19"
 
 class Unet3DWorkload(BenchmarkWorkload):
     key = "unet3d"
+    full_size_flags = "--data KITS19_DIR"
     mlperf_round = MLPERF_ROUND
     title = "3D U-Net"
     specs = MEMBERS

@@ -19,7 +19,9 @@ def test_two_processes_match_one(reference, corpus_dir, tmp_path, layout):
     proc = run(tiny_args(corpus_dir, tmp_path, "--nproc", "2", *layout))
     assert proc.returncode in (0, 1) and "run " in proc.stdout, proc.stderr[-3000:]
     curve = losses(tmp_path)
-    assert len(curve) == len(reference) == 20
+    # both stop at the same step: the sample limit, or the evaluation that meets the target (the
+    # test corpus's grammar meets gpt3-tiny's at its second evaluation, 16 steps in)
+    assert len(curve) == len(reference) >= 16
     assert curve == pytest.approx(reference, rel=2e-4, abs=2e-4)
     assert curve[-1] < curve[0] - 0.5  # it trained
 

@@ -149,13 +149,13 @@ def main() -> None:
         machine, torch_version = f"{system.cpu_model()}, {torch.get_num_threads()} threads", torch.__version__
     measured_within = int(args.budget_samples * (1 - args.headroom))
     easiest = lambda t, values: rounded_easier((min if t.direction == "higher" else max)(values), t.direction)  # noqa: E731
-    if len(quality) == 1:
+    if args.learning_share is not None:
+        targets = share_targets(runs, quality, args.learning_share)
+    elif len(quality) == 1:
         targets = {t.metric: easiest(t, [best_within(r, t, measured_within) for r in runs]) for t in quality}
     else:  # every metric must hold at one evaluation: each seed's last evaluation within the window
         last = [[m for _, samples, _, m in r["evals"] if samples <= measured_within][-1] for r in runs]
         targets = {t.metric: easiest(t, [m[t.metric] for m in last]) for t in quality}
-    if args.learning_share is not None:
-        targets = share_targets(runs, quality, args.learning_share)
     met = tuple(QualityTarget(t.metric, targets[t.metric], t.direction) for t in quality)
     late = [r["seed"] for r in runs if not reached_within(r, met, measured_within)]
     if late:

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 from trainclock.errors import UsageError
 
-# the Workload attribute naming the member a command means when the user names none (the README's
-# first run): at most one registered workload declares it, with one of its own members
-DEFAULT_MEMBER = "default_member"
-
 
 def register(sub) -> None:
     data = sub.add_parser("data", help="fetch and prepare data")
@@ -46,8 +42,9 @@ def default_member() -> str:
     in its `default_member`. Where none (or more than one) declares it, the user must name one."""
     from trainclock.workload import registry
 
+    # BenchmarkWorkload.default_member; a plugin workload on the bare protocol need not have it
     declared = [(workload, name) for workload in registry.workloads()
-                if (name := getattr(workload, DEFAULT_MEMBER, None))]
+                if (name := getattr(workload, "default_member", None))]
     if not declared:
         raise UsageError("no benchmark declares a default member: name one, e.g. `trainclock data prepare "
                          f"{_example_member()}` (see `trainclock list`)")

@@ -166,6 +166,13 @@ class WorkloadCost(Protocol):
         return 0.0
 
     @property
+    def sample_work_cv(self) -> float:
+        """Coefficient of variation of one training sample's work (a detector's images differ in
+        size and object count): each step then waits for the slowest data-parallel replica
+        (planner step_time.straggler_seconds). Default: 0, every sample the same work."""
+        return 0.0
+
+    @property
     def micro_batch_choices(self) -> tuple[int, ...]:
         """Micro-batch sizes (samples per device and forward) the layout search tries.
         Default: 1, 2, 4, 8 (large models, long sequences)."""

@@ -36,12 +36,13 @@ from trainclock.mllog.reader import read_events
 from trainclock.planner.calibration import Calibrated, Request
 from trainclock.planner.calibration.mlperf_data import shared_folder, table_benchmark, table_title
 from trainclock.planner.model import search
+from trainclock.planner.model.collectives import LINK_EFFICIENCY
 from trainclock.planner.model.convergence import ConvergenceModel, load_convergence
 from trainclock.planner.model.hardware import Accelerator, by_alias
 from trainclock.planner.model.parallel_plan import Plan
 from trainclock.planner.model.predict import Prediction, predict
 from trainclock.planner.model.published_layouts import PublishedLayout, published_layout, published_layouts
-from trainclock.planner.model.step_time import Efficiency, eval_seconds
+from trainclock.planner.model.step_time import Efficiency, eval_seconds, exchange_crosses_nodes
 from trainclock.planner.model.workload_view import cost_model
 from trainclock.workload import registry
 from trainclock.workload.cost_model import WorkloadCost
@@ -55,6 +56,7 @@ UNKNOWN_BATCH_TIE = 0.01  # predicted times this close (fraction) do not tell an
 # Above 1 where a cost model counts FLOPs the real runs skip (padding: a language model's submissions
 # pack or unpad sequences, about half of a 512-token sample); the tables flag such fits.
 MAX_EFFICIENCY = 2.0
+MIN_EXCHANGE_NETWORK = 0.05  # lower bound of the fitted all-to-all share of the network's line rate
 MAX_STEP_OVERHEAD_S = 0.05  # bound of the fitted fixed cost per step
 STEP_OVERHEAD_PRIOR = 0.01  # weight of the pull to no fixed cost, against log errors of the scores
 SEARCHED = "searched"  # an entry's layout: the fastest the search found, where no configuration file gives it
@@ -383,17 +385,23 @@ def fit_group(bench: Benchmark, accelerator_id: str, exclude: Collection[str] = 
         borrowed = fit_group(bench, bench.timing_accelerator).efficiency
         source = f"borrowed from {bench.timing_accelerator} ({bench.timing.system}'s log)"
 
+    # the all-to-all's share of the network's line rate is fitted only where an entry's exchange
+    # crosses nodes: elsewhere nothing depends on it (it stays the all-reduce's)
+    exchange = any(exchange_crosses_nodes(e.prediction.cost, e.prediction.plan, e.accelerator) for e in entries)
+
     # x: matmul efficiency, fixed cost per step, then with its own log the evaluation's efficiency
-    # and fixed cost
+    # and fixed cost, then where fitted the all-to-all's share of the network (last)
     def efficiency(x) -> Efficiency:
         compute, step_overhead = float(x[0]), float(x[1])
+        network = float(x[-1]) if exchange else None
         if own_log:
             return Efficiency(compute, float(x[3]), eval_compute=float(x[2]), step_overhead_s=step_overhead,
-                              eval_async_s=bench.timing.async_s)
+                              eval_async_s=bench.timing.async_s, exchange_network=network)
         if borrowed is not None:
             return Efficiency(compute, borrowed.eval_overhead_s, eval_compute=borrowed.eval_compute,
-                              step_overhead_s=step_overhead, eval_async_s=borrowed.eval_async_s)
-        return Efficiency(compute, step_overhead_s=step_overhead)
+                              step_overhead_s=step_overhead, eval_async_s=borrowed.eval_async_s,
+                              exchange_network=network)
+        return Efficiency(compute, step_overhead_s=step_overhead, exchange_network=network)
 
     def residuals(x) -> list[float]:
         eff = efficiency(x)
@@ -411,6 +419,8 @@ def fit_group(bench: Benchmark, accelerator_id: str, exclude: Collection[str] = 
         x0 += [START_EFFICIENCY, bench.timing.stopping_s / 2]
         lower += [1e-6, 0.0]
         upper += [MAX_EFFICIENCY, bench.timing.stopping_s]
+    if exchange:
+        x0, lower, upper = x0 + [LINK_EFFICIENCY], lower + [MIN_EXCHANGE_NETWORK], upper + [1.0]
     solution = least_squares(residuals, x0, bounds=(lower, upper), x_scale="jac")
     return GroupFit(efficiency(solution.x), tuple(e.row.key for e in entries), source)
 

@@ -67,16 +67,21 @@ def all_to_all_seconds(size_bytes: float, ranks: int, link: Link) -> float:
     return (ranks - 1) / ranks * size_bytes / link.bandwidth + link.latency
 
 
-def group_all_to_all_seconds(size_bytes: float, accelerator: Accelerator, group: tuple[int, int]) -> float:
+def group_all_to_all_seconds(size_bytes: float, accelerator: Accelerator, group: tuple[int, int],
+                             network_efficiency: float | None = None) -> float:
     """An all-to-all over a communication group ((stride, size) as Layout.group gives it): the
     parts for ranks on the rank's own node cross the node's fabric while those for other nodes
     leave by the network, at the same time; the slower of the two. Only the off-node parts pay
-    the network (a 2-node group sends half its buffer there, not (n-1)/n of it)."""
+    the network (a 2-node group sends half its buffer there, not (n-1)/n of it).
+    `network_efficiency`: the fraction of the network's line rate the off-node parts reach, where
+    calibration measured it (Efficiency.exchange_network); else LINK_EFFICIENCY, the all-reduce's.
+    Many small messages to every other node's ranks reach less of it than a ring's large ones."""
     stride, ranks = group
     if not spans_nodes(group, accelerator.accelerators_per_node):
         return all_to_all_seconds(size_bytes, ranks, group_link(accelerator, group))
     on_node_ranks = max(1, accelerator.accelerators_per_node // stride)  # this group's ranks on one node
-    network = Link(accelerator.inter_node_bandwidth * LINK_EFFICIENCY, accelerator.inter_node_latency)
+    rate = LINK_EFFICIENCY if network_efficiency is None else network_efficiency
+    network = Link(accelerator.inter_node_bandwidth * rate, accelerator.inter_node_latency)
     fabric = Link(accelerator.intra_node_bandwidth * LINK_EFFICIENCY, accelerator.intra_node_latency)
     off_node = (ranks - on_node_ranks) / ranks * size_bytes / network.bandwidth + network.latency
     on_node = ((on_node_ranks - 1) / ranks * size_bytes / fabric.bandwidth + fabric.latency

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from statistics import NormalDist
 
 from trainclock.distributed.layout import Layout
 from trainclock.planner.model import collectives as comm
 from trainclock.planner.model.hardware import Accelerator
 from trainclock.planner.model.memory import trained_share
-from trainclock.planner.model.parallel_plan import Plan
+from trainclock.planner.model.parallel_plan import Plan, spans_nodes
 from trainclock.workload.cost_model import WorkloadCost
 
 
@@ -53,6 +54,10 @@ class Efficiency:
     # log as eval_stop after training has resumed. Hidden behind training except on the last
     # evaluation, whose result stops the run (see predict.Prediction)
     eval_async_s: float = 0.0
+    # fraction of the network's line rate the sharded parameters' all-to-all reaches across nodes
+    # (None: collectives.LINK_EFFICIENCY, the all-reduce's); fitted where entries exchange over
+    # the network (calibration.published_scores.fit_group)
+    exchange_network: float | None = None
 
 
 @dataclass(frozen=True)
@@ -89,11 +94,12 @@ class StepBreakdown:
     optimizer_s: float
     exchange_s: float = 0.0  # all-to-all of sharded embeddings, forward and backward
     fixed_s: float = 0.0  # the calibrated cost of a step whatever its size (Efficiency.step_overhead_s)
+    straggler_s: float = 0.0  # the wait for the slowest data-parallel replica (straggler_seconds)
 
     @property
     def step_s(self) -> float:
         return (self.compute_s + self.tp_comm_s + self.pp_comm_s + self.bubble_s + self.dp_exposed_s + self.optimizer_s
-                + self.exchange_s + self.fixed_s)
+                + self.exchange_s + self.fixed_s + self.straggler_s)
 
     def rows(self) -> list[tuple[str, float]]:
         """(what, seconds) in the order a table shows them; they add up to step_s."""
@@ -104,7 +110,8 @@ class StepBreakdown:
                 (f"data-parallel sync (exposed of {self.dp_comm_s:.3g} s)", self.dp_exposed_s),
                 ("optimizer update", self.optimizer_s),
                 *([("embedding all-to-all (forward and backward)", self.exchange_s)] if self.exchange_s else []),
-                *([("fixed per step (calibrated: launches, host sync)", self.fixed_s)] if self.fixed_s else [])]
+                *([("fixed per step (calibrated: launches, host sync)", self.fixed_s)] if self.fixed_s else []),
+                *([("waiting for the slowest replica", self.straggler_s)] if self.straggler_s else [])]
 
 
 def value_bytes(precision: str) -> int:
@@ -144,10 +151,17 @@ def micro_batch_times(cost: WorkloadCost, plan: Plan, accelerator: Accelerator, 
     if cost.sharded_parameters and cost.exchange_values_per_sample:
         # the tables are split over the data-parallel ranks (the models that shard them have no tp or pp)
         values = plan.micro_batch * cost.exchange_values_per_sample * value_bytes(plan.precision)
-        exchange = comm.group_all_to_all_seconds(values, accelerator, layout.group("dp"))
+        exchange = comm.group_all_to_all_seconds(values, accelerator, layout.group("dp"), efficiency.exchange_network)
     return MicroBatch(forward=forward, backward=2 * forward + recompute, recompute=recompute,
                       tp_forward=collectives * layers * tp_collective,
                       tp_backward=collectives * layers * tp_collective + tp_recompute, send=send, exchange=exchange)
+
+
+def exchange_crosses_nodes(cost: WorkloadCost, plan: Plan, accelerator: Accelerator) -> bool:
+    """Whether the plan's all-to-all of sharded parameters leaves the node (what
+    Efficiency.exchange_network changes)."""
+    return bool(cost.sharded_parameters and cost.exchange_values_per_sample
+                and spans_nodes(plan.layout.group("dp"), accelerator.accelerators_per_node))
 
 
 def step_time(cost: WorkloadCost, global_batch_size: int, plan: Plan, accelerator: Accelerator,
@@ -164,9 +178,10 @@ def step_time(cost: WorkloadCost, global_batch_size: int, plan: Plan, accelerato
     else:
         pp_comm = (m + (p - 1) / v) * sends_per_micro_batch
     dp_total, dp_exposed = _data_parallel(cost, plan, accelerator, mb, m)
+    compute = m * mb.compute
     return StepBreakdown(
         micro_batches=m,
-        compute_s=m * mb.compute,
+        compute_s=compute,
         recompute_s=m * mb.recompute,
         tp_comm_s=m * mb.tp,
         pp_comm_s=pp_comm,
@@ -176,7 +191,36 @@ def step_time(cost: WorkloadCost, global_batch_size: int, plan: Plan, accelerato
         optimizer_s=optimizer_seconds(cost, plan, accelerator, global_batch_size),
         exchange_s=m * 2 * mb.exchange,
         fixed_s=efficiency.step_overhead_s,
+        straggler_s=straggler_seconds(compute, sample_work_cv(cost), global_batch_size // plan.layout.dp,
+                                      plan.layout.dp),
     )
+
+
+def sample_work_cv(cost: WorkloadCost) -> float:
+    """The cost model's declared variation of one sample's work (WorkloadCost.sample_work_cv),
+    refused when negative."""
+    cv = float(cost.sample_work_cv)
+    if cv < 0:
+        raise ValueError(f"{cost.name}: sample_work_cv is {cv}; it must be 0 or more")
+    return cv
+
+
+def expected_max_normal(n: int) -> float:
+    """The expected largest of n independent standard normal values (Blom's approximation,
+    Phi^-1((n - 0.375) / (n + 0.25)): 1.43 for 8, 2.34 for 64, 3.23 for 1,024, against the exact
+    1.42, 2.41, 3.24, where the sqrt(2 ln n) bound says 2.04, 2.88, 3.72). 0 for one."""
+    return NormalDist().inv_cdf((n - 0.375) / (n + 0.25)) if n > 1 else 0.0
+
+
+def straggler_seconds(compute_s: float, cv: float, samples_per_replica: int, replicas: int) -> float:
+    """What a step waits beyond its mean compute for the slowest of `replicas` data-parallel
+    replicas: each replica's compute over its `samples_per_replica` samples varies with a
+    coefficient of cv / sqrt(samples) (independent samples average out), and the gradient reduction
+    waits for the largest: mean + sigma x E[max of n normals]. Grows with the replicas, shrinks as
+    each holds more samples."""
+    if cv <= 0 or replicas <= 1 or samples_per_replica <= 0:
+        return 0.0
+    return compute_s * cv / math.sqrt(samples_per_replica) * expected_max_normal(replicas)
 
 
 def eval_seconds(cost: WorkloadCost, plan: Plan, accelerator: Accelerator, efficiency: Efficiency) -> float:

@@ -33,6 +33,16 @@ from trainclock.workloads.detection.spec import MEMBERS, MLPERF_ROUND, Detection
 
 ADAM_STATE_BYTES, SGD_STATE_BYTES = 8, 4
 MAPS_PER_CONV = 3
+# The coefficient of variation of one training image's step work (the planner charges each step
+# the wait for the slowest data-parallel replica, step_time.straggler_seconds), by member. Mask
+# R-CNN's images differ in size and object count (the RPN's proposals, the mask head's positives,
+# padding to the batch's largest image): measured on the one log of the training scale in shared/
+# (Dell XE9680, 8 x H100, 12 images per GPU, v3.1/.../maskrcnn/result_*.txt): the 50-step means of
+# tracked_stats' step time vary by 0.27 ms step to step (successive differences, all five runs
+# alike) around 68.3 ms, i.e. 1.9 ms (2.8%) per step; a step being the largest of 8 replicas, whose
+# spread is 0.61 of one replica's, one replica's step varies by 4.6% and one image's by
+# 4.6% x sqrt(12) = 0.16. RetinaNet trains fixed 800 x 800 images: none declared.
+SAMPLE_WORK_CV = {"maskrcnn-r50": 0.16}
 
 
 @dataclass(frozen=True)
@@ -154,6 +164,11 @@ class DetectionCost(SpecCost):
     @property
     def eval_samples(self) -> int:
         return self.spec.val_images
+
+    @property
+    def sample_work_cv(self) -> float:
+        """How much one image's training work varies (coefficient of variation; SAMPLE_WORK_CV)."""
+        return SAMPLE_WORK_CV.get(self.spec.name, 0.0)
 
     def layer_activation_bytes(self, micro_batch: int, tp: int, sequence_parallel: bool, recompute: str) -> float:
         if recompute == "full":

@@ -2,11 +2,13 @@
 
 In the generic terms: the MLPs and cross layers are one data-parallel "layer" (no tensor or
 pipeline split: `tensor_parallel_units` 1, `layers` 1), the 26 tables are `other_parameters` and
-all of them `sharded_parameters`, as a sharded run lays them out (--embedding-sharding auto, the
-default on 2 or more processes; the MLPerf entries do the same): the planner divides them over
-every device, leaves them out of the data-parallel gradient traffic, updates only the rows a
-step's samples touch (`sharded_parameters_touched_per_sample`, Adagrad's sparse update), and
-charges the all-to-all of `exchange_values_per_sample` pooled values per sample each way. The
+`sharded_parameters` as a sharded run lays them out (--embedding-sharding auto, the default on 2
+or more processes; the full-size member as the MLPerf entries' HugeCTR does: its 13 small tables
+replicated, see `sharded_tables`, whose lookups stay local and whose gradients join the dense
+part's all-reduce): the planner divides the sharded ones over every device, leaves them out of
+the data-parallel gradient traffic, updates only the rows a step's samples touch
+(`sharded_parameters_touched_per_sample`, Adagrad's sparse update), and charges the all-to-all
+of `exchange_values_per_sample` pooled values per sample each way. The
 generic model splits the tables evenly; `fullest_rank_bytes` counts the split the run builds
 (sharding.table_plan: the largest tables row-wise, the rest whole, the tiny ones replicated),
 which the run's memory check uses.
@@ -28,6 +30,13 @@ from trainclock.workloads.dlrm_dcnv2.spec import MEMBERS, MLPERF_ROUND, DlrmSpec
 ADAGRAD_STATE_BYTES = 4  # one fp32 sum of squared gradients per parameter
 FP32 = 4
 INDEX_BYTES = 8  # an int64 row id of a sparse gradient
+# HugeCTR's sharding planner keeps a table data parallel (replicated on every GPU) when its rows x
+# dim x 8 bytes (fp32 weight and Adagrad sum) are below DP_SHARDING_THRESHOLD GB: 0.008 in NVIDIA's
+# v3.1 single-node configs (0.0125 in the 8- and 16-node ones, which adds one table of 11,938 rows)
+# (mlcommons/training_results_v3.1 NVIDIA/benchmarks/dlrm_dcnv2/implementations/hugectr/
+# config_DGXH100_*.sh and sharding/planner.py). 13 of the 26 tables, 0.01% of the rows.
+REPLICATED_BYTES_PER_VALUE = 8
+REPLICATED_BELOW_BYTES = 0.008e9
 
 
 def run_progress(spec: DlrmSpec, samples_per_epoch: int | None = None) -> Progress:
@@ -71,18 +80,32 @@ class DlrmCost(SpecCost):
         return float(self.spec.shape.interaction_width)
 
     @property
+    def sharded_tables(self) -> tuple[int, ...]:
+        """The tables split over the devices. The full-size member (the Criteo tables) as the
+        MLPerf submissions run it: all but those HugeCTR keeps data parallel (replicated), whose
+        weights and Adagrad state (REPLICATED_BYTES_PER_VALUE per value) take less than
+        REPLICATED_BELOW_BYTES. A tier's run shards by trainclock's own plan, which the generic
+        model counts as every table split evenly (see the module's note)."""
+        shape = self.spec.shape
+        if self.spec.data != "criteo":
+            return tuple(range(len(shape.rows)))
+        return tuple(t for t, rows in enumerate(shape.rows)
+                     if rows * shape.dim * REPLICATED_BYTES_PER_VALUE >= REPLICATED_BELOW_BYTES)
+
+    @property
     def exchange_values_per_sample(self) -> float:
-        """Pooled embedding values a sample sends between devices each way under table sharding."""
-        return float(len(self.spec.shape.rows) * self.spec.shape.dim)
+        """Pooled embedding values a sample sends between devices each way: one per sharded table
+        (a replicated table is looked up where the sample is)."""
+        return float(len(self.sharded_tables) * self.spec.shape.dim)
 
     @property
     def sharded_parameters(self) -> float:
-        return float(self.spec.shape.embedding_parameters())
+        return float(sum(self.spec.shape.rows[t] for t in self.sharded_tables) * self.spec.shape.dim)
 
     @property
     def sharded_parameters_touched_per_sample(self) -> float:
         """At most: repeated ids in a batch touch a row once."""
-        return float(self.rows_touched_per_sample * self.spec.shape.dim)
+        return float(sum(self.spec.shape.multi_hot[t] for t in self.sharded_tables) * self.spec.shape.dim)
 
     micro_batch_choices = (256, 512, 1024, 2048, 4096, 8192)
 

@@ -55,20 +55,20 @@ def test_with_no_default_declared_it_asks_for_a_member_and_shows_a_real_one(regi
     registered(fake("alpha", ["alpha-tiny", "alpha-full"]))
     with pytest.raises(UsageError, match=r"no benchmark declares a default member: name one, e\.g\. "
                                          r"`trainclock data prepare alpha-tiny`"):
-        data.default_member()
+        registry.default_member()
 
 
 def test_two_defaults_are_refused_naming_both(registered):
     registered(fake("alpha", ["alpha-tiny"], default="alpha-tiny"), fake("beta", ["beta-tiny"], default="beta-tiny"))
     with pytest.raises(UsageError, match=r"several benchmarks declare a default member \(alpha: alpha-tiny, "
                                          r"beta: beta-tiny\)"):
-        data.default_member()
+        registry.default_member()
 
 
 def test_a_default_that_is_no_member_is_refused(registered):
     registered(fake("alpha", ["alpha-tiny"], default="alpha-huge"))
     with pytest.raises(UsageError, match="alpha declares 'alpha-huge' as the default member, but has no such member"):
-        data.default_member()
+        registry.default_member()
 
 
 def test_the_parser_names_no_member_as_the_default():
@@ -84,4 +84,4 @@ def test_the_declared_default_is_the_readmes_first_run():
     if not declared:
         pytest.skip("no benchmark declares its default_member yet")
     first_run = re.search(r"trainclock run (\S+)", README.read_text()).group(1)
-    assert data.default_member() == first_run
+    assert registry.default_member() == first_run

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from trainclock.errors import UsageError
 
 
 def register(sub) -> None:
@@ -32,38 +31,6 @@ def fetch(args) -> int:
 def prepare(args) -> int:
     from trainclock.workload import registry
 
-    workload, member = registry.find(args.benchmark or default_member())
+    workload, member = registry.find(args.benchmark or registry.default_member())
     print(f"trainclock: {workload.prepare_data(member, args.data, force=args.force)}")
     return 0
-
-
-def default_member() -> str:
-    """The member a command means when the user names none: the one a registered workload declares
-    in its `default_member`. Where none (or more than one) declares it, the user must name one."""
-    from trainclock.workload import registry
-
-    # BenchmarkWorkload.default_member; a plugin workload on the bare protocol need not have it
-    declared = [(workload, name) for workload in registry.workloads()
-                if (name := getattr(workload, "default_member", None))]
-    if not declared:
-        raise UsageError("no benchmark declares a default member: name one, e.g. `trainclock data prepare "
-                         f"{_example_member()}` (see `trainclock list`)")
-    if len(declared) > 1:
-        claims = ", ".join(f"{workload.key}: {name}" for workload, name in declared)
-        raise UsageError(f"several benchmarks declare a default member ({claims}); name the member to prepare")
-    workload, name = declared[0]
-    if not any(m.name == name for m in workload.members()):
-        raise UsageError(f"{workload.key} declares {name!r} as the default member, but has no such member; "
-                         "name the member to prepare (see `trainclock list`)")
-    return name
-
-
-def _example_member() -> str:
-    """A real member name for a message: the first registered workload's smallest member."""
-    from trainclock.workload import registry
-
-    for workload in registry.workloads():
-        members = workload.members()
-        if members:
-            return members[0].name
-    return "MEMBER"

@@ -51,6 +51,34 @@ def member(name: str) -> tuple[Workload, Member]:
     return workload, next(m for m in workload.members() if m.name == member_name)
 
 
+def default_member() -> str:
+    """The member a command means when the user names none: the one a registered workload declares
+    in its `default_member`. Where none (or more than one) declares it, the user must name one."""
+    # BenchmarkWorkload.default_member; a plugin workload on the bare protocol need not have it
+    declared = [(workload, name) for workload in workloads()
+                if (name := getattr(workload, "default_member", None))]
+    if not declared:
+        raise UsageError("no benchmark declares a default member: name one, e.g. `trainclock data prepare "
+                         f"{_example_member()}` (see `trainclock list`)")
+    if len(declared) > 1:
+        claims = ", ".join(f"{workload.key}: {name}" for workload, name in declared)
+        raise UsageError(f"several benchmarks declare a default member ({claims}); name the member to prepare")
+    workload, name = declared[0]
+    if not any(m.name == name for m in workload.members()):
+        raise UsageError(f"{workload.key} declares {name!r} as the default member, but has no such member; "
+                         "name the member to prepare (see `trainclock list`)")
+    return name
+
+
+def _example_member() -> str:
+    """A real member name for a message: the first registered workload's smallest member."""
+    for workload in workloads():
+        members = workload.members()
+        if members:
+            return members[0].name
+    return "MEMBER"
+
+
 _UNAVAILABLE: dict[str, str] = {}
 
 

@@ -2,7 +2,8 @@
 only the published data in shared/ (fit on the small systems, predict those at least 4x larger),
 leave-one-out per benchmark, and the projection to NVIDIA Eos's 10,752 H100 beside the seeds'
 figure. Each benchmark's entries are planned twice: with the batch and layout NVIDIA's
-configuration files give for that scale (planner/model/published_layouts.toml) and, for comparison,
+configuration files give for that scale, or the submitter's own where NVIDIA ran no such scale
+(planner/model/published_layouts.toml) and, for comparison,
 with the layout and batch the search picks, as before those files were read.
 
   python benchmarks/planner_at_scale.py [--benchmark KEY] [--gap 4]

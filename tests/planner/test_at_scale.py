@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from trainclock.commands import plan as plan_command
-from trainclock.errors import UsageError
+from trainclock.errors import DataError, UsageError
 from trainclock.planner.calibration import published_scores
 from trainclock.planner.model.hardware import load_catalogue
 from trainclock.planner.model.parallel_plan import complete
-from trainclock.planner.model.published_layouts import published_layout, published_layouts, reference_figure
+from trainclock.planner.model.published_layouts import (parse_table, published_layout, published_layouts,
+                                                        reference_figure)
 from trainclock.planner.model.search import SearchResult
 from trainclock.planner.model.step_time import Efficiency, eval_seconds, step_time
 from trainclock.planner.model.workload_view import cost_model
@@ -29,7 +30,11 @@ def test_every_published_layout_names_its_config_file_and_runs_a_whole_batch():
         rows = published_layouts(key, "h100-sxm")
         assert rows, key
         for row in rows:
-            assert row.source.startswith(f"NVIDIA/benchmarks/{key}/implementations/") and "config_DGXH100" in row.source
+            # NVIDIA's files, or where NVIDIA ran no such scale its submitters' own
+            submitter, benchmarks, bench, *_ = row.source.split("/")
+            assert benchmarks in ("benchmarks", "benchmark") and bench == key, row.source
+            assert submitter != "NVIDIA" or "config_DGXH100" in row.source
+            assert row.source.rsplit("/", 1)[-1].startswith("config_") and row.source.endswith(".sh")
             assert row.commit and row.repository == "mlcommons/training_results_v3.1"
             tp, pp = row.layout.get("tp", 1), row.layout.get("pp", 1)
             dp = row.count // (tp * pp)
@@ -38,6 +43,36 @@ def test_every_published_layout_names_its_config_file_and_runs_a_whole_batch():
     # config_DGXH100_1344x8x8x4x8_mbs1.sh: MINIBS 8 over 10,752 / (4 x 8) = 336 replicas
     assert eos.global_batch_size == 2688 and eos.layout["tp"] == 4 and eos.layout["pp"] == 8 and eos.layout["vp"] == 12
     assert published_layout("gpt3", "h100-sxm", 10000) is None and published_layout("gpt3", "gaudi2", 10752) is None
+
+
+def test_two_layouts_for_one_scale_of_an_accelerator_are_refused():
+    row = ('[[layouts]]\nbenchmark = "maskrcnn"\naccelerator = "h100-pcie"\ncount = 8\nglobal_batch_size = 96\n'
+           'layout = "tp=1,pp=1,mb=12,zero=0"\nsource = "{}/benchmarks/maskrcnn/implementations/pytorch/config_x.sh"\n')
+    head = 'repository = "mlcommons/training_results_v3.1"\ncommit = "d06288b2bd675a9d88e0e6181f5bb5626b71ec19"\n'
+    layouts, _ = parse_table(head + row.format("ASUSTeK"))
+    assert layouts[0].source.startswith("ASUSTeK/") and layouts[0].layout["micro_batch"] == 12
+    with pytest.raises(DataError, match=r"two layouts of maskrcnn on 8 x h100-pcie"):
+        parse_table(head + row.format("ASUSTeK") + row.format("Lenovo"))
+
+
+def test_mask_rcnn_entries_below_nvidias_scales_read_their_submitters_files():
+    # SOLVER.IMS_PER_BATCH is the global batch, split evenly over the ranks (BATCHSIZE only names the run)
+    four = published_layout("maskrcnn", "h100-sxm", 4)
+    assert four.source == "Dell/benchmarks/maskrcnn/implementations/pytorch/config_XE8640x4H100.sh"
+    assert (four.global_batch_size, four.layout["micro_batch"]) == (48, 12)
+    for accelerator, count, batch, per_gpu, submitter in (
+            ("h100-sxm-96gb", 4, 48, 12, "Lenovo"), ("h100-pcie", 4, 48, 12, "Quanta_Cloud_Technology"),
+            ("h100-pcie", 8, 96, 12, "ASUSTeK"), ("l40", 8, 88, 11, "xFusion"), ("l40", 10, 110, 11, "xFusion"),
+            ("l40s", 8, 88, 11, "xFusion")):
+        row = published_layout("maskrcnn", accelerator, count)
+        assert (row.global_batch_size, row.layout["micro_batch"]) == (batch, per_gpu), row
+        assert row.source.startswith(f"{submitter}/") and "/maskrcnn/" in row.source
+    # NVIDIA's own: 12 images per GPU on one node, 4 on eight
+    assert published_layout("maskrcnn", "h100-sxm", 8).layout["micro_batch"] == 12
+    assert published_layout("maskrcnn", "h100-sxm", 64).layout["micro_batch"] == 4
+    # its optimizer all-reduces the gradients after the backward pass (no DistributedDataParallel)
+    assert all(row.layout["overlap"] is False
+               for a in ("h100-sxm", "h100-sxm-96gb", "h100-pcie", "l40", "l40s") for row in published_layouts("maskrcnn", a))
 
 
 def test_plan_uses_the_submissions_layout_at_its_scale_and_says_when_it_chose_one(mlperf_dir):
@@ -136,3 +171,25 @@ def test_extrapolation_fits_only_the_small_systems_and_predicts_those_4x_larger(
 def test_the_suite_can_be_planned_as_the_search_would(catalogue, mlperf_dir):
     searched = published_scores.load_suite(SUITE, catalogue, lambda: mlperf_dir, only="unet3d", published_layouts=False)
     assert all(e.layout_source == published_scores.SEARCHED for g in searched.benchmarks["unet3d"].groups.values() for e in g)
+
+
+@pytest.fixture(scope="module")
+def maskrcnn(catalogue, mlperf_dir):
+    return published_scores.load_suite(SUITE, catalogue, lambda: mlperf_dir, only="maskrcnn").benchmarks["maskrcnn"]
+
+
+def test_a_fixed_cost_per_step_is_fitted_only_where_the_entries_differ_in_batch_per_replica(maskrcnn):
+    # H100 PCIe: 4 and 8 GPUs, all 12 images per GPU (their submitters' files): a fixed cost per step
+    # and the per-image cost trade exactly, so the fit holds the fixed cost at none
+    pcie = maskrcnn.groups["h100-pcie"]
+    assert {published_scores.replica_batch(e) for e in pcie} == {12}
+    assert all(not e.layout_source.startswith(published_scores.SEARCHED) for e in pcie)
+    fit = published_scores.fit_group(maskrcnn, "h100-pcie")
+    assert not fit.step_overhead_fitted and fit.efficiency.step_overhead_s == 0
+    # H100 SXM: Eos's 64 GPUs at 4 images per GPU beside the others' 12 tell the two apart
+    sxm = published_scores.fit_group(maskrcnn, "h100-sxm")
+    assert sxm.step_overhead_fitted and sxm.efficiency.step_overhead_s > 0
+    # fitted on the entries of up to 8 GPUs (all 12 images per GPU) to predict Eos's 64, it cannot
+    (eos,) = published_scores.extrapolation(maskrcnn, gap=4)
+    assert eos.entry.row.count == 64 and eos.entry.layout_source.endswith("config_DGXH100_multi_8x8x4.sh")
+    assert not eos.fit.step_overhead_fitted and eos.fit.efficiency.step_overhead_s == 0

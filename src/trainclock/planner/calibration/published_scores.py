@@ -353,11 +353,30 @@ def _attach_timing(bench: Benchmark, folder: Path) -> None:
                     return
 
 
+def replica_batch(entry: Entry) -> int:
+    """The samples one data-parallel replica trains per optimizer step (its micro-batches together)."""
+    p = entry.prediction
+    return p.global_batch_size // p.plan.layout.dp
+
+
+def step_overhead_identifiable(entries: Collection[Entry]) -> bool:
+    """Whether the entries can tell a step's fixed cost from its per-sample cost: only where they
+    train different batches per replica per step. Where all run one (every Mask R-CNN entry of up
+    to 10 GPUs trains 12 images per GPU, or 11), a fixed cost per step and the per-sample cost
+    trade against each other exactly but for second-order terms (the wait for the slowest of 4 or of
+    8 replicas), which, fitted on, set the fixed cost anywhere between none and its bound: the fit
+    holds it at none instead (GroupFit.step_overhead_fitted)."""
+    return len({replica_batch(e) for e in entries}) > 1
+
+
 @dataclass(frozen=True)
 class GroupFit:
     efficiency: Efficiency
     fitted_on: tuple[str, ...]  # entry keys
     overhead_source: str
+    # False where the entries fitted on all train one batch per replica, which cannot tell a fixed
+    # cost per step from the per-sample cost: held at none (step_overhead_identifiable)
+    step_overhead_fitted: bool = True
 
 
 def fit_group(bench: Benchmark, accelerator_id: str, exclude: Collection[str] = ()) -> GroupFit:
@@ -388,11 +407,12 @@ def fit_group(bench: Benchmark, accelerator_id: str, exclude: Collection[str] = 
     # the all-to-all's share of the network's line rate is fitted only where an entry's exchange
     # crosses nodes: elsewhere nothing depends on it (it stays the all-reduce's)
     exchange = any(exchange_crosses_nodes(e.prediction.cost, e.prediction.plan, e.accelerator) for e in entries)
+    step_fixed = step_overhead_identifiable(entries)
 
     # x: matmul efficiency, fixed cost per step, then with its own log the evaluation's efficiency
     # and fixed cost, then where fitted the all-to-all's share of the network (last)
     def efficiency(x) -> Efficiency:
-        compute, step_overhead = float(x[0]), float(x[1])
+        compute, step_overhead = float(x[0]), float(x[1]) if step_fixed else 0.0
         network = float(x[-1]) if exchange else None
         if own_log:
             return Efficiency(compute, float(x[3]), eval_compute=float(x[2]), step_overhead_s=step_overhead,
@@ -409,11 +429,13 @@ def fit_group(bench: Benchmark, accelerator_id: str, exclude: Collection[str] = 
         if own_log:
             p = bench.timing_entry.prediction
             r.append(math.log(max(eval_seconds(p.cost, p.plan, p.accelerator, eff), 1e-6) / bench.timing.stopping_s))
-        # entries of one size cannot tell a step's fixed cost from its per-sample cost: a weak pull
-        # to none, so the fixed cost is what entries of different batches per accelerator need
+        # entries of nearly one size tell a step's fixed cost from its per-sample cost only weakly:
+        # a weak pull to none, so the fixed cost is what entries of different batches per
+        # accelerator need
         r.append(STEP_OVERHEAD_PRIOR * x[1] / MAX_STEP_OVERHEAD_S)
         return r
 
+    # (where the fixed cost is held at none, x[1] moves nothing but its pull, which keeps it at 0)
     x0, lower, upper = [START_EFFICIENCY, 0.0], [1e-3, 0.0], [MAX_EFFICIENCY, MAX_STEP_OVERHEAD_S]
     if own_log:
         x0 += [START_EFFICIENCY, bench.timing.stopping_s / 2]
@@ -422,7 +444,7 @@ def fit_group(bench: Benchmark, accelerator_id: str, exclude: Collection[str] = 
     if exchange:
         x0, lower, upper = x0 + [LINK_EFFICIENCY], lower + [MIN_EXCHANGE_NETWORK], upper + [1.0]
     solution = least_squares(residuals, x0, bounds=(lower, upper), x_scale="jac")
-    return GroupFit(efficiency(solution.x), tuple(e.row.key for e in entries), source)
+    return GroupFit(efficiency(solution.x), tuple(e.row.key for e in entries), source, step_fixed)
 
 
 @dataclass(frozen=True)

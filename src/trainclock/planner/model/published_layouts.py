@@ -1,5 +1,6 @@
 """Layouts and batch sizes as the published submissions ran them (planner/model/published_layouts.toml,
-read from NVIDIA's public configuration files), and figures others published for a system, which
+read from NVIDIA's public configuration files, and from other submitters' where NVIDIA ran no such
+scale), and figures others published for a system, which
 `plan` prints beside its prediction as a sanity line and never fits on."""
 
 from __future__ import annotations
@@ -40,10 +41,12 @@ class ReferenceFigure:
     source: str
 
 
-@cache
-def _read() -> tuple[tuple[PublishedLayout, ...], tuple[ReferenceFigure, ...]]:
+def parse_table(text: str) -> tuple[tuple[PublishedLayout, ...], tuple[ReferenceFigure, ...]]:
+    """The layouts and reference figures of a published_layouts.toml text; DataError where one is
+    incomplete or malformed, or where two layouts claim one benchmark, accelerator and count (the
+    planner would take whichever came first)."""
     try:
-        table = tomllib.loads((resources.files("trainclock.planner.model") / "published_layouts.toml").read_text())
+        table = tomllib.loads(text)
         repository, commit = table["repository"], table["commit"]
         layouts = tuple(PublishedLayout(r["benchmark"], r["accelerator"], int(r["count"]), int(r["global_batch_size"]),
                                         parse_layout(r["layout"]), r["source"], repository, commit)
@@ -53,7 +56,19 @@ def _read() -> tuple[tuple[PublishedLayout, ...], tuple[ReferenceFigure, ...]]:
     except (KeyError, ValueError, TypeError, tomllib.TOMLDecodeError, UsageError) as e:
         raise DataError(f"{DATA_FILE} is incomplete or malformed ({type(e).__name__}: {e}); every layout needs "
                         "benchmark, accelerator, count, global_batch_size, layout and source") from None
+    seen: dict[tuple[str, str, int], str] = {}
+    for p in layouts:
+        key = (p.benchmark, p.accelerator, p.count)
+        if key in seen:
+            raise DataError(f"{DATA_FILE}: two layouts of {p.benchmark} on {p.count} x {p.accelerator} ({seen[key]} "
+                            f"and {p.source}); keep one, and name the files that agree with it in a comment")
+        seen[key] = p.source
     return layouts, figures
+
+
+@cache
+def _read() -> tuple[tuple[PublishedLayout, ...], tuple[ReferenceFigure, ...]]:
+    return parse_table((resources.files("trainclock.planner.model") / "published_layouts.toml").read_text())
 
 
 def published_layout(benchmark: str, accelerator_id: str, count: int) -> PublishedLayout | None:

@@ -52,7 +52,8 @@ def _fits(b: BenchmarkReport) -> Table:
     for accelerator, fit in b.fits.items():
         e = fit.efficiency
         flag = " *" if e.compute > 1 else ""
-        table.add_row(accelerator, str(len(fit.fitted_on)), f"{e.compute:.3f}{flag}", f"{e.step_overhead_s * 1e3:.2f}",
+        fixed = f"{e.step_overhead_s * 1e3:.2f}" if fit.step_overhead_fitted else "0 (one batch per replica)"
+        table.add_row(accelerator, str(len(fit.fitted_on)), f"{e.compute:.3f}{flag}", fixed,
                       f"{e.eval_compute:.3g}" if e.eval_compute is not None else "-", f"{e.eval_overhead_s:.2f}",
                       fit.overhead_source)
     if any(f.efficiency.compute > 1 for f in b.fits.values()):

@@ -78,7 +78,7 @@ def rounded_easier(value: float, direction: str) -> float:
 
 def share_targets(runs: list[dict], quality: tuple[QualityTarget, ...], share: float) -> dict[str, float]:
     """Each metric's target `share` of the way from the median start to the median best."""
-    all_curves = [c for c in curves(runs, quality) if c]
+    all_curves = [c for c in curves(runs) if c]
     targets = {}
     for t in quality:
         start, plateau = start_and_plateau(all_curves, t)

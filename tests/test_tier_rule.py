@@ -61,10 +61,8 @@ def test_the_crossing_is_interpolated_between_evaluations():
     assert crossing([(10.0, {"loss": 3.0})], [loss]) is None
 
 
-def test_both_evidence_row_layouts_read_alike():
-    new = {"evals": [[1.0, 64, 640, {"accuracy": 0.3}]]}
-    old = {"evals": [[1.0, 640, 0.3]]}
-    assert curves([new], [ACCURACY]) == curves([old], [ACCURACY]) == [[(640.0, {"accuracy": 0.3})]]
+def test_evidence_rows_read_as_units_and_metrics():
+    assert curves([{"evals": [[1.0, 64, 640, {"accuracy": 0.3}]]}]) == [[(640.0, {"accuracy": 0.3})]]
 
 
 def test_noise_of_a_straight_line_is_zero_and_of_alternation_is_its_size():

@@ -3,9 +3,7 @@ benchmarks/reference_targets.py records them in <workload package>/targets/<memb
 
 The file holds `targets` ({metric: threshold}), a one-line `summary`, the budget, machine,
 precision and load, and `runs`: per seed its evals as [time_s, samples, units, {metric: value}],
-samples/s and MFU. Files recorded before this format carry their one metric's target under a
-top-level key of the workload's own naming (target_*) and evals as [time_s, units, value]; readers
-accept both.
+samples/s and MFU. Every shipped file has this one format (tests/test_evidence_format.py).
 """
 
 from __future__ import annotations
@@ -38,14 +36,9 @@ def load(package: str, member: str) -> dict:
 
 
 def threshold(evidence: dict, metric: str) -> float:
-    """The recorded target of `metric`; in a file of the older format, its one top-level target_*
-    number."""
+    """The recorded target of `metric`."""
     targets = evidence.get("targets")
-    if isinstance(targets, dict):
-        value = targets.get(metric)
-    else:
-        older = [value for key, value in evidence.items() if key.startswith("target_")]
-        value = older[0] if len(older) == 1 else None
+    value = targets.get(metric) if isinstance(targets, dict) else None
     if not isinstance(value, int | float):
         raise DataError(f"the target evidence has no number for {metric!r}; record it again")
     return float(value)
@@ -57,14 +50,8 @@ def is_measured(evidence: dict) -> bool:
 
 
 def eval_points(run: dict, metric: str) -> list[tuple[float, float, float]]:
-    """(time_s, units, value of `metric`) of one reference run's evaluations, in either format."""
-    points = []
-    for entry in run.get("evals") or []:
-        if len(entry) == 4 and isinstance(entry[3], dict):
-            points.append((entry[0], entry[2], entry[3][metric]))
-        else:  # the older single-metric record: [time_s, units, value]
-            points.append((entry[0], entry[1], entry[2]))
-    return points
+    """(time_s, units, value of `metric`) of one reference run's evaluations."""
+    return [(time_s, units, metrics[metric]) for time_s, _, units, metrics in run.get("evals") or []]
 
 
 def units_to_target(run: dict, quality: Sequence[QualityTarget]) -> float | None:

@@ -33,19 +33,11 @@ SEEDS = 5
 Curve = list[tuple[float, dict[str, float]]]  # (progress units, {metric: value}) per evaluation
 
 
-def curves(runs: Sequence[dict], quality: Sequence[QualityTarget]) -> list[Curve]:
-    """Each run's evaluations as (units, metrics), from either evidence row layout: [time_s,
-    samples, units, {metric: value}], or the older [time_s, units, value] of a single metric."""
-    out = []
-    for run in runs:
-        curve: Curve = []
-        for row in run.get("evals") or []:
-            if len(row) == 4 and isinstance(row[3], dict):
-                curve.append((float(row[2]), {k: float(v) for k, v in row[3].items()}))
-            else:
-                curve.append((float(row[1]), {quality[0].metric: float(row[2])}))
-        out.append(curve)
-    return out
+def curves(runs: Sequence[dict]) -> list[Curve]:
+    """Each run's evaluations as (units, metrics), from the evidence rows [time_s, samples, units,
+    {metric: value}]."""
+    return [[(float(units), {k: float(v) for k, v in metrics.items()}) for _, _, units, metrics in run.get("evals") or []]
+            for run in runs]
 
 
 def _gain(target: QualityTarget, before: float, after: float) -> float:
@@ -95,7 +87,7 @@ def start_and_plateau(all_curves: Sequence[Curve], target: QualityTarget) -> tup
 
 def judge(runs: Sequence[dict], quality: Sequence[QualityTarget], rcp_cv: float | None) -> list[Point]:
     """The five points of the rule for one tier's reference runs."""
-    all_curves = [c for c in curves(runs, quality) if c]
+    all_curves = [c for c in curves(runs) if c]
     points = [Point("seeds", len(all_curves) >= SEEDS, f"{len(all_curves)} reference seeds (>= {SEEDS})")]
     shares, flats = [], []
     length = min(map(len, all_curves))

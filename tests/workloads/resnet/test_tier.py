@@ -19,7 +19,7 @@ MEMBER = "resnet-tiny"
 FP32 = ("--no-progress", "--precision", "fp32")
 
 # untimed: the JPEG export, cached
-prepared = prepared_fixture(MEMBER, "12,000 train and 1,000 val images in 10 classes")
+prepared = prepared_fixture(MEMBER, "12,000 train and 2,000 val images in 10 classes")
 tiny_run = tier_run_fixture(MEMBER, *FP32, "--seed", "11")
 
 
@@ -38,7 +38,7 @@ def test_resnet_tiny_log_passes_the_official_common_rules_and_counts_epochs(tiny
     header = log.header
     assert header["opt_name"] == "sgd" and header["sgd_opt_momentum"] == 0.9
     assert header["model_bn_span"] == 32 and header["dataset"] == "fashion-mnist"
-    assert header["eval_samples"] == 1000
+    assert header["eval_samples"] == 2000
     spec = get_member("resnet-tiny")
     first = log.first("eval_accuracy")
     assert first.metadata["epoch_num"] == pytest.approx(spec.eval_first_samples / 12_000)  # epochs, as resnet logs

@@ -128,11 +128,16 @@ def _tier(name: str, shape: ResNetShape, **fields) -> ResNetSpec:
 
 
 def _members() -> list[ResNetSpec]:
-    # schedules end (poly decay done) at the sample budget the reference runs measured the target in
-    tiny = _tier("resnet-tiny", ResNetShape("basic", (1, 1, 1), (8, 16, 32), "cifar", 10, 24),
-                 global_batch_size=64, micro_batch_size=32, learning_rate=0.2, warmup_epochs=0.1,
-                 weight_decay=5e-5, decay_steps=200, eval_every_samples=2_048, eval_first_samples=2_048,
-                 max_samples=12_800, train_images=12_000, val_images=1_000)
+    # resnet-tiny's rate climbs for 448 steps and falls by the poly decay over the last 64 before a
+    # flat tail: top-1 jumps from the noisy high-rate level (at most 0.76) to the plateau (0.79-0.80)
+    # as the rate falls, at the same step for every seed, as MLPerf's resnet meets its target where
+    # its decay ends. Measured against it (5 seeds each): a decay over the whole schedule lets each
+    # seed creep to its own plateau (samples-to-target CV 0.10-0.24); half the width (8-16-32)
+    # leaves one seed in five 0.04 below the others' plateau.
+    tiny = _tier("resnet-tiny", ResNetShape("basic", (1, 1, 1), (16, 32, 64), "cifar", 10, 24),
+                 global_batch_size=64, micro_batch_size=32, learning_rate=0.2, warmup_epochs=448 * 64 / 12_000,
+                 weight_decay=5e-5, decay_steps=64, eval_every_samples=1_024, eval_first_samples=1_024,
+                 max_samples=36_864, train_images=12_000, val_images=2_000)
     mini = _tier("resnet-mini", ResNetShape("basic", (1, 1, 1), (16, 32, 64), "cifar", 10, 24),
                  global_batch_size=128, micro_batch_size=64, learning_rate=0.4, warmup_epochs=0.05,
                  weight_decay=5e-5, decay_steps=576, eval_every_samples=8_192, eval_first_samples=8_192,

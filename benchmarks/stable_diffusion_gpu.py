@@ -35,7 +35,7 @@ def main() -> None:
 
     device = torch.device("cuda")
     unet = model.SD2_UNET.build().to(device)
-    text = CLIPTextModel(model.SD2_TEXT).to(device).eval().requires_grad_(False)
+    text = CLIPTextModel(model.sd2_text_config()).to(device).eval().requires_grad_(False)
     print(f"UNet {sum(p.numel() for p in unet.parameters()):,} parameters; {torch.cuda.get_device_name()}")
     scheduler = DDPMScheduler(num_train_timesteps=1000, beta_start=0.00085, beta_end=0.012,
                               beta_schedule="scaled_linear", prediction_type="v_prediction")

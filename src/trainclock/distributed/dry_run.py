@@ -15,7 +15,6 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
-from torch.distributed.tensor import DTensor
 from torch.overrides import TorchFunctionMode
 
 from trainclock.distributed.context import ParallelContext
@@ -159,6 +158,10 @@ def _unique(params) -> list[torch.Tensor]:
 
 def _bytes(tensors) -> int:
     """Bytes of this rank's part of each tensor (a DTensor's local shard)."""
+    # imported here, in a dry run: torch.distributed.tensor takes half a second to import, and every
+    # benchmark's workload module imports this one (through distributed.parallelize)
+    from torch.distributed.tensor import DTensor
+
     total = 0
     for t in tensors:
         local = t.to_local() if isinstance(t, DTensor) else t

@@ -14,11 +14,10 @@ import contextlib
 import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
-from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.checkpoint import checkpoint
 
@@ -26,6 +25,13 @@ from trainclock.distributed import dry_run
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.pipeline import PipelineModel
 from trainclock.errors import UsageError
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+# torch.distributed.fsdp (with torch.distributed.tensor, sympy) is imported where a model is sharded:
+# every benchmark's workload module imports this one, and the registry imports those for every command
 
 # Above this many parameters a model is built on the meta device and only this rank's shards are
 # materialised: whole, its fp32 weights alone would take 4 GB in each of a node's 8 processes.
@@ -173,6 +179,8 @@ def mixed_precision(precision: str) -> MixedPrecisionPolicy:
     the traffic and the gathered memory; autocast would cast them to bf16 for every matmul anyway)
     and reduce-scatters gradients in fp32, so the fp32 shards the optimizer updates lose nothing to
     the reduction; an fp32 run keeps fp32 throughout."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
     if precision == "bf16":
         return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     return MixedPrecisionPolicy()
@@ -180,6 +188,8 @@ def mixed_precision(precision: str) -> MixedPrecisionPolicy:
 
 def shard(root: nn.Module, ctx: ParallelContext, blocks: Iterable[nn.Module]) -> None:
     """FSDP2: each block is its own all-gather unit, then the root holds the rest."""
+    from torch.distributed.fsdp import fully_shard
+
     dp_mesh = ctx.mesh["dp"]
     policy = mixed_precision(ctx.layout.precision)
     for block in blocks:

@@ -10,9 +10,14 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 
-SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved-1f1b": ScheduleInterleaved1F1B}
+
+def schedule_class(name: str) -> type:
+    """torch.distributed.pipelining's schedule of this name (distributed.layout.PP_SCHEDULES). Imported
+    here, when a pipeline is cut: it imports torch._dynamo, and every command imports this module."""
+    from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
+
+    return {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved-1f1b": ScheduleInterleaved1F1B}[name]
 
 
 class PipelineModel(nn.Module, ABC):

@@ -7,7 +7,6 @@ from typing import Any, Protocol
 
 import torch
 from torch import nn
-from torch.distributed.tensor import DTensor
 
 
 class OptimizerSetup(Protocol):
@@ -36,6 +35,10 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """Weight decay on matrices (and convolution kernels) only, not on biases and norms. Sharded
     (DTensor) and plain parameters go into separate groups: fused kernels take one kind per call,
     and tensor parallel mixes them."""
+    # imported when an optimizer is built: torch.distributed.tensor takes half a second to import,
+    # and every workload module imports this one, which the registry imports for every command
+    from torch.distributed.tensor import DTensor
+
     groups = []
     for decays in (True, False):
         for sharded in (False, True):

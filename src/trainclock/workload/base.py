@@ -212,8 +212,9 @@ class Workload(Protocol):
     """What the generic code asks of a benchmark. BenchmarkWorkload (workload/benchmark.py) implements
     it and declares optional class attributes a plugin on this bare protocol may leave out (readers
     take a default): `default_member`, the member commands mean when none is named (one benchmark
-    declares it: the README's first run) and `full_size_flags`, what `trainclock run <key>` needs
-    beyond the key (the README's table)."""
+    declares it: the README's first run), `full_size_flags`, what `trainclock run <key>` needs
+    beyond the key (the README's table), and `member_names()`, the members' names without building
+    them (the registry resolves a name with it; without it, with members())."""
 
     key: str  # the MLPerf benchmark key (submission_benchmark)
     title: str  # how people name it

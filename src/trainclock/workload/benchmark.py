@@ -46,6 +46,11 @@ class BenchmarkWorkload:
                        unit=self.unit, target_note=s.target_note)
                 for s in self.specs.values()]
 
+    def member_names(self) -> list[str]:
+        """The members' names, smallest first: what members() names, without counting parameters
+        (which may build a model); the registry resolves names with it."""
+        return [s.name for s in self.specs.values()]
+
     def parameter_count(self, spec: Any) -> int:
         return spec.parameter_count()
 

@@ -4,11 +4,18 @@ as does every module named in $TRAINCLOCK_WORKLOADS (comma-separated import path
 benchmark, or the tests' toy workload) and every `trainclock.workloads` entry point. Commands ask
 this module, never a benchmark by name. A built-in benchmark whose third-party dependency is not
 installed is left out and named by `unavailable()` (a bare GPU machine may lack, say, diffusers:
-the other benchmarks still run); a missing dependency of a user's module stays an error."""
+the other benchmarks still run); a missing dependency of a user's module stays an error.
+
+Every command imports every benchmark package, so a package imports its heavy dependencies
+(transformers, diffusers, torchmetrics, ...) only where a model, metric or scheduler is built, and
+declares them in its `__init__.py` as REQUIRES, the top-level modules it needs: the registry checks
+them (importlib.util.find_spec) before it reads the package's workloads. A dependency a package
+still imports at module level is caught as before, by its ModuleNotFoundError."""
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import pkgutil
 from functools import cache
@@ -37,9 +44,9 @@ def find(name: str) -> tuple[Workload, str]:
     for workload in workloads():
         if name == workload.key:
             return workload, workload.full_size
-        if any(m.name == name for m in workload.members()):
+        if name in _member_names(workload):
             return workload, name
-    known = ", ".join(m.name for w in workloads() for m in w.members())
+    known = ", ".join(n for w in workloads() for n in _member_names(w))
     missing = "".join(f"; {package} is left out: it needs {module}, not installed (./scripts/install.sh)"
                       for package, module in unavailable().items())
     raise UsageError(f"unknown benchmark {name!r}; choose one of: {known} (or an MLPerf key alone for the full "
@@ -49,6 +56,13 @@ def find(name: str) -> tuple[Workload, str]:
 def member(name: str) -> tuple[Workload, Member]:
     workload, member_name = find(name)
     return workload, next(m for m in workload.members() if m.name == member_name)
+
+
+def _member_names(workload: Workload) -> list[str]:
+    """The workload's member names, without building its members: a Member counts its model's
+    parameters, which may build the model (on the meta device) and import its library."""
+    names = getattr(workload, "member_names", None)  # BenchmarkWorkload's; a plugin on the bare protocol may lack it
+    return list(names()) if names is not None else [m.name for m in workload.members()]
 
 
 def default_member() -> str:
@@ -64,7 +78,7 @@ def default_member() -> str:
         claims = ", ".join(f"{workload.key}: {name}" for workload, name in declared)
         raise UsageError(f"several benchmarks declare a default member ({claims}); name the member to prepare")
     workload, name = declared[0]
-    if not any(m.name == name for m in workload.members()):
+    if name not in _member_names(workload):
         raise UsageError(f"{workload.key} declares {name!r} as the default member, but has no such member; "
                          "name the member to prepare (see `trainclock list`)")
     return name
@@ -73,9 +87,9 @@ def default_member() -> str:
 def _example_member() -> str:
     """A real member name for a message: the first registered workload's smallest member."""
     for workload in workloads():
-        members = workload.members()
-        if members:
-            return members[0].name
+        names = _member_names(workload)
+        if names:
+            return names[0]
     return "MEMBER"
 
 
@@ -97,6 +111,12 @@ def _registered(plugins: str) -> dict[str, Workload]:
                 _UNAVAILABLE[module_name.rsplit(".", 1)[1]] = e.name.split(".")[0]
                 continue
             raise UsageError(f"cannot import workload module {module_name!r} ({e}); fix ${PLUGINS_ENV}") from None
+        missing = _missing_requirement(module)
+        if missing is not None:
+            if module_name in built_in:
+                _UNAVAILABLE[module_name.rsplit(".", 1)[1]] = missing
+                continue
+            raise UsageError(f"workload module {module_name!r} needs {missing}, which is not installed")
         several = getattr(module, "WORKLOADS", None)
         if several is not None:
             for workload in several:
@@ -106,6 +126,17 @@ def _registered(plugins: str) -> dict[str, Workload]:
     for entry in entry_points(group="trainclock.workloads"):
         _add(found, entry.load(), entry.value)
     return found
+
+
+def _missing_requirement(module) -> str | None:
+    """The first module of the package's REQUIRES that is not installed (None: all are)."""
+    for name in getattr(module, "REQUIRES", ()):
+        try:
+            if importlib.util.find_spec(name) is None:  # None also where sys.modules[name] is None
+                return name
+        except (ImportError, ValueError):  # a parent package missing, or a module without a spec
+            return name
+    return None
 
 
 def _add(found: dict[str, Workload], workload: Workload | None, origin: str) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torchmetrics.functional.classification import binary_auroc
 
 from trainclock.workload.base import EvalShard
 from trainclock.workload.evaluation import equal_forwards, shard_rows
@@ -36,6 +35,10 @@ def predictions(model: nn.Module, days: CriteoDays, micro: int, shard: tuple[int
 
 
 def score(stats: EvalShard) -> dict[str, float]:
+    # imported when scored: torchmetrics imports all its domains (transformers, scipy), and the
+    # registry imports this module for every command
+    from torchmetrics.functional.classification import binary_auroc
+
     scores = torch.cat([s for s, _ in stats.gathered])
     labels = torch.cat([lab for _, lab in stats.gathered]).long()
     return {METRIC: float(binary_auroc(scores, labels))}

@@ -5,9 +5,9 @@ data parallelism, live in trainclock.distributed.parallelize; model.py stays fre
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from torch import nn
-from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
@@ -16,6 +16,9 @@ from trainclock.errors import UsageError
 from trainclock.workloads.gpt3.fp8 import convert as convert_to_fp8
 from trainclock.workloads.gpt3.model import GPTShape
 from trainclock.workloads.gpt3.pipeline import PipelinedGPT
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
 
 
 def check_layout(model_shape: GPTShape, layout: Layout) -> None:
@@ -31,6 +34,10 @@ def check_layout(model_shape: GPTShape, layout: Layout) -> None:
 def tensor_parallel(model: nn.Module, tp_mesh: DeviceMesh) -> None:
     # Megatron-style: column-parallel qkv and MLP up (each rank holds whole heads), row-parallel
     # output projections whose results are all-reduced; embeddings and LayerNorms replicated.
+    # (imported here, when a model is cut: torch.distributed.tensor takes half a second to import,
+    # and the registry imports this module for every command)
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
     plan = {"attn.qkv": ColwiseParallel(), "attn.proj": RowwiseParallel(),
             "mlp.up": ColwiseParallel(), "mlp.down": RowwiseParallel()}
     for block in model.blocks:

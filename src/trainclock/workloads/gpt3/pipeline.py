@@ -18,14 +18,13 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
-from torch.distributed.pipelining import PipelineStage
 from torch.distributed.tensor import DTensor
 
 from trainclock.distributed import collectives
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.grads import grad_norm
 from trainclock.distributed.parallelize import Materialize, data_parallel_stage
-from trainclock.distributed.pipeline import SCHEDULES, PipelineModel
+from trainclock.distributed.pipeline import PipelineModel, schedule_class
 from trainclock.workloads.gpt3.model import GPT
 
 class GPTStage(nn.Module):
@@ -78,9 +77,13 @@ class PipelinedGPT(PipelineModel):
         self.tied_group = _tied_embedding_group(ctx)
         if materialize is not None and materialize.gives_values:  # the head was copied from the meta device
             self._copy_embedding_to_head()
+        # imported when a pipeline is cut: torch.distributed.pipelining imports torch._dynamo, and the
+        # registry imports this module (through the workload) for every command
+        from torch.distributed.pipelining import PipelineStage
+
         pipeline_stages = [PipelineStage(r, s, n_stages, device, group=self.pp_group)
                            for r, s in zip(runnables, self.stage_indices)]
-        schedule = SCHEDULES[layout.pp_schedule]
+        schedule = schedule_class(layout.pp_schedule)
         self.schedule = schedule(pipeline_stages if layout.vp > 1 else pipeline_stages[0],
                                  n_microbatches=microbatches, loss_fn=_loss)
 

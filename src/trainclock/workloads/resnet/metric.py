@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torchmetrics.functional.classification import multiclass_accuracy
 
 from trainclock.workload.base import EvalShard
 
@@ -18,6 +17,10 @@ METRIC = "top-1 accuracy"
 
 def batch_hits(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(correct, counted) of one batch, as float64 sums."""
+    # imported when a batch is scored: torchmetrics imports all its domains (transformers, scipy),
+    # and the registry imports this module for every command
+    from torchmetrics.functional.classification import multiclass_accuracy
+
     counted = labels >= 0
     n = counted.sum()
     if not n:

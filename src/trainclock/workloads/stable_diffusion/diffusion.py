@@ -5,14 +5,21 @@ classifier-free guidance against the empty caption's conditioning."""
 
 from __future__ import annotations
 
-import torch
-from diffusers import DDIMScheduler, DDPMScheduler
+from typing import TYPE_CHECKING
 
+import torch
+
+if TYPE_CHECKING:
+    from diffusers import DDPMScheduler
+
+# diffusers is imported where a scheduler is made: the registry imports this module for every command
 SCHEDULE = dict(num_train_timesteps=1000, beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
                 prediction_type="v_prediction")
 
 
 def training_scheduler() -> DDPMScheduler:
+    from diffusers import DDPMScheduler
+
     return DDPMScheduler(**SCHEDULE)
 
 
@@ -28,6 +35,8 @@ def v_loss(model, scheduler: DDPMScheduler, latents: torch.Tensor, noise: torch.
 def sample(model, ids: torch.Tensor, empty_ids: torch.Tensor, noise: torch.Tensor, steps: int, guidance: float,
            autocast) -> torch.Tensor:
     """Latents from noise by DDIM in `steps` steps, guided: uncond + guidance * (cond - uncond)."""
+    from diffusers import DDIMScheduler
+
     scheduler = DDIMScheduler(**SCHEDULE, clip_sample=False, set_alpha_to_one=False, steps_offset=1)
     scheduler.set_timesteps(steps)
     latents = noise * scheduler.init_noise_sigma

@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 from torch import nn
-from torchmetrics.image.fid import FrechetInceptionDistance
 
 from trainclock.workload.base import EvalShard
 
@@ -31,6 +30,10 @@ def fid(generated_NxD: torch.Tensor, reference_mu: np.ndarray, reference_sigma: 
         reference_count: int) -> float:
     """FID of generated features against reference statistics (mu, sigma of the real images), by
     torchmetrics' FrechetInceptionDistance with the statistics loaded as its real-image sums."""
+    # imported when scored: torchmetrics imports all its domains (transformers, scipy), and the
+    # registry imports this module for every command
+    from torchmetrics.image.fid import FrechetInceptionDistance
+
     d = generated_NxD.shape[1]
     metric = FrechetInceptionDistance(feature=_Features(d), normalize=False, reset_real_features=False)
     metric.set_dtype(torch.float64)

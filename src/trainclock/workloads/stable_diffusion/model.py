@@ -8,12 +8,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
-from diffusers import UNet2DConditionModel
 from torch import nn
-from transformers import CLIPTextConfig, CLIPTextModel
+
+if TYPE_CHECKING:
+    from diffusers import UNet2DConditionModel
+    from transformers import CLIPTextConfig, CLIPTextModel
+
+# diffusers and transformers are imported where a network or its config is built: the registry
+# imports this module (through the spec) for every command, and they take seconds to import
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,8 @@ class UNetShape:
     norm_num_groups: int = 32
 
     def build(self) -> UNet2DConditionModel:
+        from diffusers import UNet2DConditionModel
+
         return UNet2DConditionModel(
             sample_size=self.sample_size, in_channels=self.channels, out_channels=self.channels,
             block_out_channels=self.block_out_channels, down_block_types=self.down_block_types,
@@ -46,9 +54,12 @@ SD2_UNET = UNetShape(
     up_block_types=("UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D"),
     layers_per_block=2, attention_head_dim=(5, 10, 20, 20), cross_attention_dim=1024)
 
-# OpenCLIP ViT-H/14's text tower up to its penultimate layer (the reference's layer: "penultimate"),
-# as diffusers' SD2 checkpoints store it: 23 of its 24 layers, width 1024, 16 heads
-SD2_TEXT = CLIPTextConfig(vocab_size=49408, hidden_size=1024, intermediate_size=4096, num_hidden_layers=23,
+def sd2_text_config() -> CLIPTextConfig:
+    """OpenCLIP ViT-H/14's text tower up to its penultimate layer (the reference's layer: "penultimate"),
+    as diffusers' SD2 checkpoints store it: 23 of its 24 layers, width 1024, 16 heads."""
+    from transformers import CLIPTextConfig
+
+    return CLIPTextConfig(vocab_size=49408, hidden_size=1024, intermediate_size=4096, num_hidden_layers=23,
                           num_attention_heads=16, max_position_embeddings=77, hidden_act="gelu",
                           projection_dim=1024)
 
@@ -97,6 +108,8 @@ class Conditioned(nn.Module):
 
 
 def tiny_text_config(vocab: int, width: int, length: int) -> CLIPTextConfig:
+    from transformers import CLIPTextConfig
+
     return CLIPTextConfig(vocab_size=vocab, hidden_size=width, intermediate_size=2 * width, num_hidden_layers=2,
                           num_attention_heads=2, max_position_embeddings=length, projection_dim=width,
                           bos_token_id=1, eos_token_id=2, pad_token_id=0)

@@ -22,7 +22,7 @@ from trainclock.workloads.stable_diffusion.cost import cost_model, unet_forward_
 from trainclock.workloads.stable_diffusion.data import captioned
 from trainclock.workloads.stable_diffusion.data.batches import SampleBatches
 from trainclock.workloads.stable_diffusion.data.sets import EvalSet, TrainSet
-from trainclock.workloads.stable_diffusion.model import SD2_TEXT, Conditioned, SpaceToDepth, tiny_text_config
+from trainclock.workloads.stable_diffusion.model import Conditioned, SpaceToDepth, sd2_text_config, tiny_text_config
 from trainclock.workloads.stable_diffusion.optim import AdamWLinearWarmup
 from trainclock.workloads.stable_diffusion.spec import MEMBERS, MLPERF_ROUND, SDSpec, get_member
 from trainclock.workloads.stable_diffusion.cost import run_progress
@@ -126,7 +126,7 @@ def text_config(spec: SDSpec):
     """The frozen text encoder's shape: SD2's OpenCLIP text tower, or the tier's tiny CLIP tower
     over its closed vocabulary (the words and CLIP's 4 special ids)."""
     if spec.dataset == "laion":
-        return SD2_TEXT
+        return sd2_text_config()
     return tiny_text_config(len(captioned.WORDS) + 4, spec.text_width, spec.text_length)
 
 

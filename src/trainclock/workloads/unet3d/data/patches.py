@@ -13,7 +13,6 @@ from __future__ import annotations
 from functools import cache
 
 import numpy as np
-import scipy.ndimage
 import torch
 
 from trainclock.workloads.unet3d.data.npy import Case
@@ -58,6 +57,8 @@ class PatchSampler:
 
     def _foreground_objects(self, case_index: int) -> dict[int, list[tuple[slice, ...]]]:
         """Per foreground class present, the bounding boxes of its two largest connected components."""
+        import scipy.ndimage  # here, when a case is first sampled: the registry imports this module for every command
+
         label = np.asarray(self.cases[case_index].label[0])
         found = {}
         for cls in (int(c) for c in np.unique(label) if c > 0):

@@ -161,7 +161,7 @@ class ModelSnapshots:
 
     def clear(self) -> None:
         """Removes the snapshots once they are scored: the log holds what they gave (a full-size
-        Stable Diffusion UNet is 3.5 GB a snapshot)."""
+        latent-diffusion UNet is 3.5 GB a snapshot)."""
         self.ctx.barrier()
         if self.ctx.env.is_main:
             shutil.rmtree(self.folder, ignore_errors=True)

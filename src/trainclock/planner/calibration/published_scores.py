@@ -113,11 +113,11 @@ def read_scores(folder: Path) -> list[ScoreRow]:
 @dataclass(frozen=True)
 class EvalTiming:
     """The evaluations inside the timed region of a result folder's runs (eval_start to eval_stop,
-    paired in order; evaluations after run_stop, as Stable Diffusion's, are outside it). Where
+    paired in order; evaluations a benchmark logs after run_stop are outside it). Where
     training resumes (block_start or epoch_start) before an evaluation's eval_stop, the evaluation
     is asynchronous: it stopped training only until then (`blocking_s`), and the rest, its scoring,
-    ran beside the next interval's training (`async_s`, the mean over such evaluations; Mask
-    R-CNN's and RetinaNet's COCO scoring in the references)."""
+    ran beside the next interval's training (`async_s`, the mean over such evaluations; the
+    detection references' COCO scoring)."""
 
     system: str
     count: int  # accelerators of the system whose logs these are
@@ -361,8 +361,8 @@ def replica_batch(entry: Entry) -> int:
 
 def step_overhead_identifiable(entries: Collection[Entry]) -> bool:
     """Whether the entries can tell a step's fixed cost from its per-sample cost: only where they
-    train different batches per replica per step. Where all run one (every Mask R-CNN entry of up
-    to 10 GPUs trains 12 images per GPU, or 11), a fixed cost per step and the per-sample cost
+    train different batches per replica per step. Where all run one (a benchmark whose small
+    entries all train 12 images per GPU), a fixed cost per step and the per-sample cost
     trade against each other exactly but for second-order terms (the wait for the slowest of 4 or of
     8 replicas), which, fitted on, set the fixed cost anywhere between none and its bound: the fit
     holds it at none instead (GroupFit.step_overhead_fitted)."""

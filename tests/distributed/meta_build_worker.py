@@ -17,6 +17,7 @@ from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.env import current
 from trainclock.distributed.layout import Layout
 from trainclock.workload.base import RunSettings
+from trainclock.cli import exit_process
 from trainclock.workloads.gpt3.pipeline import PipelinedGPT
 from trainclock.workloads.gpt3.workload import GPT3Workload, build_model
 
@@ -55,3 +56,4 @@ def main(kind: str) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1])
+    exit_process(0)  # as the CLI's workers leave: the mesh and sharded parameters freed at shutdown abort gloo

@@ -37,12 +37,16 @@ def test_batch_outside_the_reference_points_is_a_usage_error(rcps):
 
 def test_own_members_converge_where_their_reference_runs_reached_the_target(monkeypatch):
     cost = cost_model("gpt3-mini")
-    t = cost.spec.quality[0].threshold  # curves placed around the recorded target, whatever it is
-    evals = [[[1.0, 98304, t + 0.8], [2.0, 196608, t - 0.01]], [[1.0, 98304, t - 0.1]],
-             [[1.0, 98304, t + 0.4], [2.0, 196608, t - 0.02]]]
+    target = cost.spec.quality[0]  # curves placed around the recorded target, whatever it is
+    t = target.threshold
+    def row(time_s: float, units: int, loss: float) -> list:  # an evidence row: [time_s, samples, units, metrics]
+        return [time_s, round(units / cost.units_per_sample), units, {target.metric: loss}]
+
+    evals = [[row(1.0, 98304, t + 0.8), row(2.0, 196608, t - 0.01)], [row(1.0, 98304, t - 0.1)],
+             [row(1.0, 98304, t + 0.4), row(2.0, 196608, t - 0.02)]]
     monkeypatch.setattr(gpt3_cost, "target_evidence", lambda name: {"runs": [{"evals": e} for e in evals]})
     model = load_convergence(cost, lambda: pytest.fail("no MLPerf data needed"))
-    expected = sorted(next(u for _, u, loss in run if loss <= t) for run in evals)[1]
+    expected = sorted(next(units for _, _, units, m in run if m[target.metric] <= t) for run in evals)[1]
     assert model.points == ((cost.reference_batch_size, expected),)
     with pytest.raises(UsageError, match=f"cover only global batch size {cost.reference_batch_size}"):
         model.units_needed(cost.reference_batch_size * 2)

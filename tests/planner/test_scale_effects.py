@@ -10,9 +10,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from trainclock.planner.model import collectives as comm
+from trainclock.errors import DataError
+from trainclock.planner.model import collectives as comm, workload_view
 from trainclock.planner.model.step_time import (
-    Efficiency, exchange_crosses_nodes, expected_max_normal, micro_batch_times, sample_work_cv, step_time,
+    Efficiency, exchange_crosses_nodes, expected_max_normal, micro_batch_times, step_time,
     straggler_seconds)
 
 from .helpers import accelerator, plan
@@ -49,12 +50,22 @@ def test_step_waits_for_the_slowest_replica_only_where_the_cost_model_declares_v
     p = plan(dp=8, micro_batch=1024, precision="fp32", zero=0)
     varying, steady = step_time(Varying(), 8192, p, accelerator(), EFF), step_time(Varying(sample_work_cv=0.0), 8192,
                                                                                   p, accelerator(), EFF)
-    assert steady.straggler_s == 0.0 and sample_work_cv(Tables()) == 0.0
+    assert steady.straggler_s == 0.0 and Tables().sample_work_cv == 0.0
     assert varying.straggler_s == pytest.approx(varying.compute_s * 0.2 / math.sqrt(1024) * expected_max_normal(8))
     assert ("waiting for the slowest replica", varying.straggler_s) in varying.rows()
     assert varying.step_s == pytest.approx(steady.step_s + varying.straggler_s)
-    with pytest.raises(ValueError, match="sample_work_cv"):
-        sample_work_cv(Varying(sample_work_cv=-0.1))
+
+
+def test_a_negative_declared_variation_is_refused_once_where_the_planner_takes_the_cost_model(monkeypatch):
+    class Declaring:
+        key = "declaring"
+
+        def cost(self, member):
+            return Varying(sample_work_cv=-0.1)
+
+    monkeypatch.setattr(workload_view.registry, "find", lambda name: (Declaring(), "declaring-tiny"))
+    with pytest.raises(DataError, match="declaring-tiny's cost model declares sample_work_cv -0.1"):
+        workload_view.cost_model("declaring-tiny")
 
 
 def test_exchange_network_share_slows_only_the_all_to_all_that_leaves_the_node():

@@ -191,18 +191,9 @@ def step_time(cost: WorkloadCost, global_batch_size: int, plan: Plan, accelerato
         optimizer_s=optimizer_seconds(cost, plan, accelerator, global_batch_size),
         exchange_s=m * 2 * mb.exchange,
         fixed_s=efficiency.step_overhead_s,
-        straggler_s=straggler_seconds(compute, sample_work_cv(cost), global_batch_size // plan.layout.dp,
+        straggler_s=straggler_seconds(compute, cost.sample_work_cv, global_batch_size // plan.layout.dp,
                                       plan.layout.dp),
     )
-
-
-def sample_work_cv(cost: WorkloadCost) -> float:
-    """The cost model's declared variation of one sample's work (WorkloadCost.sample_work_cv),
-    refused when negative."""
-    cv = float(cost.sample_work_cv)
-    if cv < 0:
-        raise ValueError(f"{cost.name}: sample_work_cv is {cv}; it must be 0 or more")
-    return cv
 
 
 def expected_max_normal(n: int) -> float:

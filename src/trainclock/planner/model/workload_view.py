@@ -3,7 +3,7 @@ member name (<benchmark>-<size>) or an MLPerf benchmark key (its full-size membe
 
 from __future__ import annotations
 
-from trainclock.errors import UsageError
+from trainclock.errors import DataError, UsageError
 from trainclock.workload import registry
 from trainclock.workload.cost_model import WorkloadCost
 
@@ -14,5 +14,8 @@ def cost_model(name: str) -> WorkloadCost:
     if cost is None:
         raise UsageError(f"{member} has no cost model yet (workloads/{workload.key}/cost.py), so the planner "
                          f"cannot predict it; `trainclock run {member}` measures it instead")
+    if not cost.sample_work_cv >= 0:  # checked once here: step_time charges it on every step
+        raise DataError(f"{member}'s cost model declares sample_work_cv {cost.sample_work_cv}; it must be 0 or "
+                        f"more (workloads/{workload.key}/cost.py)")
     return cost
 

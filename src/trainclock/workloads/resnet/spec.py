@@ -138,10 +138,12 @@ def _members() -> list[ResNetSpec]:
                  global_batch_size=64, micro_batch_size=32, learning_rate=0.2, warmup_epochs=448 * 64 / 12_000,
                  weight_decay=5e-5, decay_steps=64, eval_every_samples=1_024, eval_first_samples=1_024,
                  max_samples=36_864, train_images=12_000, val_images=2_000)
+    # resnet-mini: the same shape of schedule over all 60,000 training images (1,152 climbing steps,
+    # a decay over 256, a flat tail of 128): its plateau is 0.86-0.87 (tiny's 0.79-0.80 on 12,000)
     mini = _tier("resnet-mini", ResNetShape("basic", (1, 1, 1), (16, 32, 64), "cifar", 10, 24),
-                 global_batch_size=128, micro_batch_size=64, learning_rate=0.4, warmup_epochs=0.05,
-                 weight_decay=5e-5, decay_steps=576, eval_every_samples=8_192, eval_first_samples=8_192,
-                 max_samples=73_728, train_images=60_000, val_images=2_000)
+                 global_batch_size=128, micro_batch_size=64, learning_rate=0.4, warmup_epochs=1_152 * 128 / 60_000,
+                 weight_decay=5e-5, decay_steps=256, eval_every_samples=8_192, eval_first_samples=8_192,
+                 max_samples=196_608, train_images=60_000, val_images=4_000)
     return [tiny, mini, _resnet50()]
 
 

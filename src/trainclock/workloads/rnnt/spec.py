@@ -122,12 +122,13 @@ def _members() -> list[RnntSpec]:
                                                   # no dropout: 2 processes then train the very curve of 1
                                                   enc_dropout=0.0, pred_dropout=0.0, joint_dropout=0.0),
                  # the rate decays by 0.6 an epoch after 6,000 utterances: held there, WER jumped between 0.6
-                 # and 1.2 (at 0.02); at 0.01 every seed's WER falls without a jump to its plateau (0.2-0.32)
+                 # and 1.2 (at 0.02); at 0.01 every seed's WER falls without a jump to its plateau (0.18-0.33)
                  global_batch_size=16, micro_batch_size=16, learning_rate=0.01, warmup_epochs=0.5, hold_epochs=4.5,
                  exp_gamma=0.6, epochs=15, eval_every_epochs=0.5, train_utterances=1200, eval_utterances=200)
     # a wider encoder on three times tiny's utterances, at half tiny's rate: at 0.02 this encoder's WER
     # went back to 1.0 after 7,200 utterances even with the decay begun; at 0.01 every seed falls
-    # smoothly to 0.03-0.04 (a plateau near the full size's 0.058)
+    # smoothly to 0.02-0.05 (a plateau near the full size's 0.058); warmup + hold = 1.67 epochs of 3,600:
+    # the decay begins at about 6,000 utterances, as tiny's
     mini = _tier("rnnt-mini", model=RNNTConfig(vocab=48, enc_hidden=128, enc_pre_layers=1, enc_post_layers=1,
                                                   pred_hidden=64, pred_layers=1, joint_hidden=64, joint_chunk=32,
                                                   enc_dropout=0.0, pred_dropout=0.0, joint_dropout=0.0),

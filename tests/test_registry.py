@@ -39,3 +39,13 @@ def test_a_users_module_with_a_missing_dependency_is_still_an_error(tmp_path):
     out = probe("from trainclock.workload import registry\nregistry.workloads()\n",
                 TRAINCLOCK_WORKLOADS="my_bench", PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     assert out.returncode != 0 and "cannot import workload module 'my_bench'" in out.stderr
+
+
+def test_a_users_module_declaring_a_missing_requirement_is_an_error_saying_what_to_do(tmp_path):
+    (tmp_path / "my_declaring_bench.py").write_text('REQUIRES = ("not_a_real_package_xyz",)\n')
+    out = probe("from trainclock.workload import registry\nregistry.workloads()\n",
+                TRAINCLOCK_WORKLOADS="my_declaring_bench",
+                PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    assert out.returncode != 0
+    assert "'my_declaring_bench' needs not_a_real_package_xyz, which is not installed; install it" in out.stderr
+    assert "TRAINCLOCK_WORKLOADS" in out.stderr

@@ -116,7 +116,8 @@ def _registered(plugins: str) -> dict[str, Workload]:
             if module_name in built_in:
                 _UNAVAILABLE[module_name.rsplit(".", 1)[1]] = missing
                 continue
-            raise UsageError(f"workload module {module_name!r} needs {missing}, which is not installed")
+            raise UsageError(f"workload module {module_name!r} needs {missing}, which is not installed; install it "
+                             f"(pip install into .venv) or take the module out of ${PLUGINS_ENV}")
         several = getattr(module, "WORKLOADS", None)
         if several is not None:
             for workload in several:

@@ -1,7 +1,9 @@
 """The reference's optimizer (runtime/training.py): SGD with Nesterov momentum and a linear warmup
 by epoch from the initial rate to the base rate (lr_warmup: at epoch e of the warmup, init +
-(base - init) * e / warmup_epochs), then constant (no decay boundaries), logged with the unet3d
-rules' opt_* keys rather than resnet's sgd_* ones."""
+(base - init) * e / warmup_epochs), then constant, or multiplied by the decay factor at each decay
+boundary epoch (the reference's --lr_decay_epochs / --lr_decay_factor, a MultiStepLR stepped at
+each epoch's end; the closed entries use none), logged with the unet3d rules' opt_* keys rather
+than resnet's sgd_* ones."""
 
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ class NesterovWarmup:
     momentum: float = 0.9
     weight_decay: float = 0.0
     gradient_clip_norm: float | None = None
+    decay_boundary_epochs: tuple[int, ...] = ()
+    decay_factor: float = 1.0
 
     def build(self, model: nn.Module) -> torch.optim.SGD:
         # foreach: one multi-tensor kernel instead of a loop over the 100-odd parameters
@@ -31,7 +35,8 @@ class NesterovWarmup:
     def lr_at(self, step: int) -> float:
         epoch = step * self.global_batch_size // self.samples_per_epoch + 1  # 1-based, as the reference counts
         if self.warmup_epochs <= 0 or epoch > self.warmup_epochs:
-            return self.learning_rate
+            # MultiStepLR stepped after each epoch: epoch e runs with the boundaries already passed (b < e)
+            return self.learning_rate * self.decay_factor ** sum(1 for b in self.decay_boundary_epochs if b < epoch)
         return self.initial_learning_rate + (self.learning_rate - self.initial_learning_rate) * epoch / self.warmup_epochs
 
     def log_keys(self) -> dict[str, Any]:
@@ -40,8 +45,8 @@ class NesterovWarmup:
             "opt_base_learning_rate": self.learning_rate,
             "opt_initial_learning_rate": self.initial_learning_rate,
             "opt_learning_rate_warmup_epochs": self.warmup_epochs,
-            "opt_learning_rate_decay_boundary_epochs": [],
-            "opt_learning_rate_decay_factor": 1.0,
+            "opt_learning_rate_decay_boundary_epochs": list(self.decay_boundary_epochs),
+            "opt_learning_rate_decay_factor": self.decay_factor,
             "opt_weight_decay": self.weight_decay,
             "opt_momentum": self.momentum,
         }

@@ -45,6 +45,8 @@ class Unet3DSpec(MemberSpec):
     eval_cases: tuple[str, ...]  # case ids (00042) held out for evaluation
     momentum: float = 0.9
     weight_decay: float = 0.0
+    decay_boundary_epochs: tuple[int, ...] = ()  # the reference's --lr_decay_epochs (none in the closed rules)
+    decay_factor: float = 1.0
     oversampling: float = 0.4
     overlap: float = 0.5
     eval_batch: int = 2  # sliding windows per forward

@@ -123,7 +123,8 @@ def unet3d_job(spec: Unet3DSpec, model: torch.nn.Module, split: Split, seed: int
 
 def optimizer(spec: Unet3DSpec, train_cases: int) -> NesterovWarmup:
     return NesterovWarmup(spec.learning_rate, spec.initial_learning_rate, spec.warmup_epochs, train_cases,
-                          spec.global_batch_size, spec.momentum, spec.weight_decay)
+                          spec.global_batch_size, spec.momentum, spec.weight_decay,
+                          decay_boundary_epochs=spec.decay_boundary_epochs, decay_factor=spec.decay_factor)
 
 
 def log_keys(spec: Unet3DSpec, train_cases: int) -> dict:

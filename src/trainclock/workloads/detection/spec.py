@@ -136,14 +136,16 @@ def _members() -> list[DetectionSpec]:
     mini = _tier("retinanet-mini", "ssd", _small("retinanet", 64, (16, 32, 64, 128), 32), global_batch_size=16,
                  micro_batch_size=16, learning_rate=1e-3, warmup_epochs=0.1, eval_every_samples=2_000,
                  max_samples=16_000, train_images=4_000, val_images=300, image_side=64, **adam)
-    # SGD at the reference's 0.02 x GBS/16 with its warmup shape; the two decays at 5/6 and 9/10 of the budget
+    # SGD with the reference's warmup shape and two decays of 0.1
     sgd = {"warmup_epochs": 0, "warmup_factor": 1e-3, "micro_batch_size": 16, "global_batch_size": 16,
-           "learning_rate": 0.02, "image_side": 64}
+           "learning_rate": 0.04, "image_side": 64}
+    # twice the reference's rate (0.04; maskrcnn-mini seed 1 at 9,600 samples: BBOX 0.320 against 0.284 at 0.02);
+    # the first decay at 3/4 of the budget, where the curve still climbs, so the decays flatten the end
     mask_tiny = _tier("maskrcnn-tiny", "maskrcnn", _small("maskrcnn", 64, (16, 32, 64, 128), 32), warmup_steps=50,
-                      decay_steps=(150, 180), eval_every_samples=800, max_samples=3_200, train_images=2_000,
+                      decay_steps=(225, 270), eval_every_samples=400, max_samples=4_800, train_images=2_000,
                       val_images=200, **sgd)
     mask_mini = _tier("maskrcnn-mini", "maskrcnn", _small("maskrcnn", 64, (16, 32, 64, 128), 32), warmup_steps=50,
-                      decay_steps=(333, 360), eval_every_samples=1_600, max_samples=6_400, train_images=4_000,
+                      decay_steps=(450, 540), eval_every_samples=800, max_samples=9_600, train_images=4_000,
                       val_images=300, **sgd)
     return [tiny, mini, _retinanet(), mask_tiny, mask_mini, _maskrcnn()]
 

@@ -110,9 +110,11 @@ def _members() -> list[Unet3DSpec]:
     tiny = _tier("unet3d-tiny", 30, filters=(4, 8, 16), generated_shape=(34, 34, 34), global_batch_size=4,
                  micro_batch_size=4, learning_rate=0.5, warmup_epochs=1, eval_every_samples=96,
                  max_samples=1_920, eval_batch=8)
+    # the rate falls by 0.8 every 2 epochs over the last 2/5 of the budget (the reference's --lr_decay_epochs):
+    # the curve has reached its plateau by then, and the smaller rate keeps it there
     mini = _tier("unet3d-mini", 60, filters=(8, 16, 32, 64), generated_shape=(38, 38, 38), global_batch_size=8,
                  micro_batch_size=8, learning_rate=0.5, warmup_epochs=1, eval_every_samples=192,
-                 max_samples=3_840, eval_batch=8)
+                 max_samples=3_840, eval_batch=8, decay_boundary_epochs=tuple(range(48, 80, 2)), decay_factor=0.8)
     return [tiny, mini, _kits19()]
 
 

@@ -1,5 +1,6 @@
 """The references' optimizers: ssd's Adam (weight decay 0) with a linear warmup from
-warmup_factor x the base rate over the first epoch(s), then constant; maskrcnn's SGD with momentum
+warmup_factor x the base rate over the first epoch(s), then constant (a CPU tier may add step
+decays the reference lacks, so its short curve flattens inside the budget); maskrcnn's SGD with momentum
 0.9, a linear warmup over warmup_steps from warmup_factor, and two step decays of 0.1. Both log the
 keys the closed rules of their benchmark ask for."""
 
@@ -27,6 +28,8 @@ class AdamWarmup:
     steps_per_epoch: float
     weight_decay: float = 0.0
     gradient_clip_norm: float | None = None
+    decay_steps: tuple[int, ...] = ()  # none in the reference or the closed rules: CPU tiers only
+    decay_factor: float = 0.1
 
     @property
     def warmup_steps(self) -> int:
@@ -38,12 +41,17 @@ class AdamWarmup:
         return torch.optim.Adam(params, lr=self.lr_at(0), weight_decay=self.weight_decay, fused=True)
 
     def lr_at(self, step: int) -> float:
-        return self.learning_rate * _warmup(step, self.warmup_steps, self.warmup_factor)
+        decays = sum(step >= s for s in self.decay_steps)
+        return self.learning_rate * self.decay_factor ** decays * _warmup(step, self.warmup_steps, self.warmup_factor)
 
     def log_keys(self) -> dict[str, Any]:
-        return {"opt_name": "adam", "opt_base_learning_rate": self.learning_rate,
+        keys = {"opt_name": "adam", "opt_base_learning_rate": self.learning_rate,
                 "opt_weight_decay": self.weight_decay, "opt_learning_rate_warmup_epochs": self.warmup_epochs,
                 "opt_learning_rate_warmup_factor": self.warmup_factor}
+        if self.decay_steps:  # a tier's log says what it added to the reference's schedule
+            keys |= {"opt_learning_rate_decay_steps": list(self.decay_steps),
+                     "opt_learning_rate_decay_factor": self.decay_factor}
+        return keys
 
 
 @dataclass(frozen=True)

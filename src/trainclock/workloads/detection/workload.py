@@ -207,7 +207,7 @@ def detection_job(spec: DetectionSpec, model: torch.nn.Module, batch, train: Spl
 def optimizer(spec: DetectionSpec, train_images: int) -> AdamWarmup | SGDWarmupSteps:
     if spec.benchmark == "ssd":
         return AdamWarmup(spec.learning_rate, spec.warmup_epochs, spec.warmup_factor,
-                          train_images / spec.global_batch_size)
+                          train_images / spec.global_batch_size, decay_steps=spec.decay_steps)
     return SGDWarmupSteps(spec.learning_rate, spec.warmup_steps, spec.warmup_factor, spec.decay_steps)
 
 

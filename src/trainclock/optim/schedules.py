@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -42,3 +43,9 @@ class WarmupPoly:
             return self.learning_rate * (step + 1) / self.warmup_steps
         progress = min((step - self.warmup_steps) / max(self.decay_steps, 1), 1.0)
         return self.end_learning_rate + (self.learning_rate - self.end_learning_rate) * (1 - progress) ** self.power
+
+
+def step_decay(step: int, boundaries: Sequence[int], factor: float) -> float:
+    """The multiplier of a step decay stepped per iteration (torch's MultiStepLR): factor once for
+    every boundary reached."""
+    return factor ** sum(step >= b for b in boundaries)

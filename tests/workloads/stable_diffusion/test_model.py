@@ -28,6 +28,14 @@ def test_optimizer_warms_up_linearly_from_f_start_and_logs_the_rules_keys():
     assert (keys["opt_name"], keys["opt_adamw_beta_1"], keys["opt_adamw_beta_2"]) == ("adamw", 0.9, 0.999)
     assert (keys["opt_adamw_epsilon"], keys["opt_adamw_weight_decay"]) == (1e-8, 0.01)
     assert keys["opt_learning_rate_warmup_steps"] == 1000
+    assert "opt_learning_rate_decay_steps" not in keys  # the reference holds its rate after the warmup
+
+
+def test_a_tiers_step_decays_multiply_the_rate_and_are_logged():
+    opt = AdamWLinearWarmup(1e-3, 10, decay_steps=(40, 50))
+    assert [opt.lr_at(s) for s in (39, 40, 49, 50, 99)] == pytest.approx([1e-3, 1e-4, 1e-4, 1e-5, 1e-5])
+    keys = opt.log_keys()
+    assert keys["opt_learning_rate_decay_steps"] == [40, 50] and keys["opt_learning_rate_decay_factor"] == 0.1
 
 
 def test_v_target_and_ddim_agree_with_diffusers():

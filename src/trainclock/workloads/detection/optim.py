@@ -12,6 +12,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from trainclock.optim.schedules import step_decay
+
 
 def _warmup(step: int, steps: int, factor: float) -> float:
     if step >= steps:
@@ -41,8 +43,8 @@ class AdamWarmup:
         return torch.optim.Adam(params, lr=self.lr_at(0), weight_decay=self.weight_decay, fused=True)
 
     def lr_at(self, step: int) -> float:
-        decays = sum(step >= s for s in self.decay_steps)
-        return self.learning_rate * self.decay_factor ** decays * _warmup(step, self.warmup_steps, self.warmup_factor)
+        decay = step_decay(step, self.decay_steps, self.decay_factor)
+        return self.learning_rate * decay * _warmup(step, self.warmup_steps, self.warmup_factor)
 
     def log_keys(self) -> dict[str, Any]:
         keys = {"opt_name": "adam", "opt_base_learning_rate": self.learning_rate,
@@ -71,8 +73,8 @@ class SGDWarmupSteps:
                                foreach=True)
 
     def lr_at(self, step: int) -> float:
-        decays = sum(step >= s for s in self.decay_steps)
-        return self.learning_rate * self.decay_factor ** decays * _warmup(step, self.warmup_steps, self.warmup_factor)
+        decay = step_decay(step, self.decay_steps, self.decay_factor)
+        return self.learning_rate * decay * _warmup(step, self.warmup_steps, self.warmup_factor)
 
     def log_keys(self) -> dict[str, Any]:
         return {"opt_name": "sgd", "opt_base_learning_rate": self.learning_rate, "opt_momentum": self.momentum,

@@ -11,6 +11,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from trainclock.optim.schedules import step_decay
+
 
 @dataclass(frozen=True)
 class AdamWLinearWarmup:
@@ -22,6 +24,8 @@ class AdamWLinearWarmup:
     eps: float = 1e-8
     weight_decay: float = 0.01
     gradient_clip_norm: float | None = None
+    decay_steps: tuple[int, ...] = ()  # none in the reference or the closed rules: CPU tiers only
+    decay_factor: float = 0.1
 
     def build(self, model: nn.Module) -> torch.optim.AdamW:
         params = [p for p in model.parameters() if p.requires_grad]  # the frozen text encoder stays out
@@ -32,9 +36,13 @@ class AdamWLinearWarmup:
     def lr_at(self, step: int) -> float:
         if step < self.warmup_steps:
             return self.learning_rate * (self.warmup_start + (1 - self.warmup_start) * step / self.warmup_steps)
-        return self.learning_rate
+        return self.learning_rate * step_decay(step, self.decay_steps, self.decay_factor)
 
     def log_keys(self) -> dict[str, Any]:
-        return {"opt_name": "adamw", "opt_adamw_beta_1": self.beta1, "opt_adamw_beta_2": self.beta2,
+        keys = {"opt_name": "adamw", "opt_adamw_beta_1": self.beta1, "opt_adamw_beta_2": self.beta2,
                 "opt_adamw_epsilon": self.eps, "opt_adamw_weight_decay": self.weight_decay,
                 "opt_base_learning_rate": self.learning_rate, "opt_learning_rate_warmup_steps": self.warmup_steps}
+        if self.decay_steps:  # a tier's log says what it added to the reference's schedule
+            keys |= {"opt_learning_rate_decay_steps": list(self.decay_steps),
+                     "opt_learning_rate_decay_factor": self.decay_factor}
+        return keys

@@ -43,6 +43,7 @@ class SDSpec(MemberSpec):
     text_width: int = 1024
     drop_caption: float = 0.0  # the tiers train unconditionally on a share of captions, so guidance has a baseline
     warmup_start: float = 1e-6  # the reference's LambdaLinearScheduler f_start
+    decay_steps: tuple[int, ...] = ()  # 0.1 step decays: none in the reference, a CPU tier's own
     latent_scale: float = 0.18215  # the reference's scale_factor on the VAE latents
     mlperf_benchmark: str = "stable_diffusion"
 

@@ -49,3 +49,11 @@ def step_decay(step: int, boundaries: Sequence[int], factor: float) -> float:
     """The multiplier of a step decay stepped per iteration (torch's MultiStepLR): factor once for
     every boundary reached."""
     return factor ** sum(step >= b for b in boundaries)
+
+
+def step_decay_keys(boundaries: Sequence[int], factor: float) -> dict[str, object]:
+    """The log keys of a CPU tier's step decays; none where the schedule has none, as the
+    references whose closed rules name no decay log."""
+    if not boundaries:
+        return {}
+    return {"opt_learning_rate_decay_steps": list(boundaries), "opt_learning_rate_decay_factor": factor}

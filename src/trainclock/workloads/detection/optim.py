@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainclock.optim.schedules import step_decay
+from trainclock.optim.schedules import step_decay, step_decay_keys
 
 
 def _warmup(step: int, steps: int, factor: float) -> float:
@@ -50,10 +50,7 @@ class AdamWarmup:
         keys = {"opt_name": "adam", "opt_base_learning_rate": self.learning_rate,
                 "opt_weight_decay": self.weight_decay, "opt_learning_rate_warmup_epochs": self.warmup_epochs,
                 "opt_learning_rate_warmup_factor": self.warmup_factor}
-        if self.decay_steps:  # a tier's log says what it added to the reference's schedule
-            keys |= {"opt_learning_rate_decay_steps": list(self.decay_steps),
-                     "opt_learning_rate_decay_factor": self.decay_factor}
-        return keys
+        return keys | step_decay_keys(self.decay_steps, self.decay_factor)  # what a tier added to the reference
 
 
 @dataclass(frozen=True)

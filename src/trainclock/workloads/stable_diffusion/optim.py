@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainclock.optim.schedules import step_decay
+from trainclock.optim.schedules import step_decay, step_decay_keys
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,4 @@ class AdamWLinearWarmup:
         keys = {"opt_name": "adamw", "opt_adamw_beta_1": self.beta1, "opt_adamw_beta_2": self.beta2,
                 "opt_adamw_epsilon": self.eps, "opt_adamw_weight_decay": self.weight_decay,
                 "opt_base_learning_rate": self.learning_rate, "opt_learning_rate_warmup_steps": self.warmup_steps}
-        if self.decay_steps:  # a tier's log says what it added to the reference's schedule
-            keys |= {"opt_learning_rate_decay_steps": list(self.decay_steps),
-                     "opt_learning_rate_decay_factor": self.decay_factor}
-        return keys
+        return keys | step_decay_keys(self.decay_steps, self.decay_factor)  # what a tier added to the reference

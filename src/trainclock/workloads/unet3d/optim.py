@@ -13,6 +13,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from trainclock.optim.schedules import step_decay
+
 
 @dataclass(frozen=True)
 class NesterovWarmup:
@@ -35,8 +37,8 @@ class NesterovWarmup:
     def lr_at(self, step: int) -> float:
         epoch = step * self.global_batch_size // self.samples_per_epoch + 1  # 1-based, as the reference counts
         if self.warmup_epochs <= 0 or epoch > self.warmup_epochs:
-            # MultiStepLR stepped after each epoch: epoch e runs with the boundaries already passed (b < e)
-            return self.learning_rate * self.decay_factor ** sum(1 for b in self.decay_boundary_epochs if b < epoch)
+            # MultiStepLR stepped after each epoch: epoch e runs with the boundaries its e - 1 done epochs passed
+            return self.learning_rate * step_decay(epoch - 1, self.decay_boundary_epochs, self.decay_factor)
         return self.initial_learning_rate + (self.learning_rate - self.initial_learning_rate) * epoch / self.warmup_epochs
 
     def log_keys(self) -> dict[str, Any]:

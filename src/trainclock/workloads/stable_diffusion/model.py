@@ -6,6 +6,7 @@ tiers a fixed, exactly invertible space-to-depth codec instead of a trained VAE:
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
@@ -13,6 +14,8 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from trainclock.optim.ema import WeightAverage
 
 if TYPE_CHECKING:
     from diffusers import UNet2DConditionModel
@@ -89,10 +92,16 @@ class Conditioned(nn.Module):
     """What trains: the UNet, with the frozen text encoder beside it (its weights are part of the
     model's state so a checkpoint restores the whole pipeline, but no gradient reaches them)."""
 
-    def __init__(self, unet: UNet2DConditionModel, text_encoder: CLIPTextModel):
+    def __init__(self, unet: UNet2DConditionModel, text_encoder: CLIPTextModel, ema_decay: float | None = None):
         super().__init__()
         self.unet = unet
         self.text_encoder = text_encoder.requires_grad_(False).eval()
+        # the UNet's weight average, which the optimizer steps and evaluation reads (see averaged)
+        self.ema = WeightAverage(unet, ema_decay) if ema_decay is not None else None
+
+    def averaged(self) -> contextlib.AbstractContextManager:
+        """The UNet's averaged weights in place for the while, where the model keeps an average."""
+        return self.ema.swapped() if self.ema is not None else contextlib.nullcontext()
 
     def encode_text(self, ids: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():

@@ -58,6 +58,9 @@ class StableDiffusionWorkload(BenchmarkWorkload):
         if spec.dataset == "captioned" and settings.data is not None:
             raise UsageError(f"{spec.name} makes its own data (captioned Fashion-MNIST items, generated when its data "
                              "is prepared); drop --data")
+        if spec.ema_decay is not None and (layout.fsdp or layout.tp > 1 or layout.pp > 1):
+            raise UsageError(f"{spec.name} averages its weights, which needs whole (replicated) weights on every "
+                             "process; run it data parallel without --fsdp/--tp/--pp")
         super().check_run(spec, settings, layout, device)
 
     def build_job(self, spec: SDSpec, ctx: ParallelContext, device: torch.device, seed: int,
@@ -145,16 +148,17 @@ def build_model(spec: SDSpec, ctx: ParallelContext, device: torch.device, settin
     def make() -> Conditioned:
         unet = spec.unet.build()
         if text_encoder is not None:
-            return Conditioned(unet, text_encoder)
+            return Conditioned(unet, text_encoder, spec.ema_decay)
         with torch.random.fork_rng(devices=[]):
-            return Conditioned(unet, CLIPTextModel(text_config(spec)))
+            return Conditioned(unet, CLIPTextModel(text_config(spec)), spec.ema_decay)
 
     return build_parallelized(make, device, ctx, PARALLELISM, compile=settings.compile,
                               activation_checkpointing=settings.activation_checkpointing)
 
 
 def optimizer(spec: SDSpec) -> AdamWLinearWarmup:
-    return AdamWLinearWarmup(spec.learning_rate, spec.warmup_steps, spec.warmup_start, decay_steps=spec.decay_steps)
+    return AdamWLinearWarmup(spec.learning_rate, spec.warmup_steps, spec.warmup_start, decay_steps=spec.decay_steps,
+                             decay_factor=spec.decay_factor)
 
 
 def load_tier(spec: SDSpec) -> tuple[TrainSet, EvalSet, torch.nn.Module]:
@@ -185,7 +189,9 @@ def sd_job(spec: SDSpec, model: torch.nn.Module, train: TrainSet, evals: EvalSet
         return diffusion.v_loss(m, scheduler, b["latents"], b["noise"], b["timesteps"], b["ids"])
 
     def evaluate(m: torch.nn.Module, autocast, shard: tuple[int, int]) -> EvalShard:
-        return generate_and_score(getattr(m, "module", m), spec, evals, shard, autocast, device)
+        inner = getattr(m, "module", m)
+        with inner.averaged():  # a tier with a weight average is scored on it, as the reference's ema_scope
+            return generate_and_score(inner, spec, evals, shard, autocast, device)
 
     return member_job(
         spec,

@@ -65,6 +65,9 @@ class TrainOutcome:
     final_loss: float
     diverged: bool = False  # a non-finite loss or evaluation ended it: aborted, with no quality to report
     profile: ProfileReport | None = None  # with --profile: where the profiled steps' time went
+    # a success: the samples of the model that met the target, fewer than `samples` where evaluation is
+    # offline (training goes on to its limit; the first passing snapshot ends the run)
+    reached_samples: int | None = None
 
 
 # Saves a checkpoint of the model, optimizer and loop state.
@@ -314,19 +317,20 @@ class Trainer:
             log.end("block_stop", metadata={"first_epoch_num": state.block_first})
         if "train_samples" not in job.log_keys:  # some rules want the training set's size, logged at init by the job
             log.event("train_samples", self.codec.count(state.samples))
-        stop_ms = None
+        stop_ms, reached = None, state.samples
         if job.eval_schedule.offline and not state.diverged:
-            stop_ms = self.score_snapshots()
+            stop_ms, reached = self.score_snapshots()
             self.snapshots.clear()
         # an offline run ends when its first passing model was saved, as the submissions' logs do
         log.end("run_stop", metadata={"status": state.status}, time_ms=stop_ms)
         return TrainOutcome(state.status, state.steps, state.samples, self.codec.units_in(state.samples),
-                            state.train_seconds, state.evals, state.final_loss, state.diverged)
+                            state.train_seconds, state.evals, state.final_loss, state.diverged,
+                            reached_samples=reached if state.status == "success" else None)
 
-    def score_snapshots(self) -> int | None:
+    def score_snapshots(self) -> tuple[int | None, int | None]:
         """After training, the saved models in order, each scored and logged as an inline evaluation
         would be (its eval lines carry the real time of scoring); the log time at which the first to
-        meet the target was saved, or None. Sets the state's status, evals and divergence."""
+        meet the target was saved and its samples, or Nones. Sets the state's status, evals and divergence."""
         job, state = self.job, self.state
         for samples, count, saved_ms, elapsed_s in state.snapshots:
             self.log.start("eval_start", metadata={self.count_key: count})
@@ -336,10 +340,10 @@ class Trainer:
             point = EvalPoint(samples // job.global_batch_size - 1, samples, count)
             if self.record_eval(point, values, elapsed_s):
                 state.status = "success"
-                return saved_ms
+                return saved_ms, samples
             if state.diverged:
-                return None
-        return None
+                return None, None
+        return None, None
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.clock_start

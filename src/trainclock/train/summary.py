@@ -36,8 +36,14 @@ def print_run_summary(result: RunResult, console: Console | None = None) -> None
         else:
             best = (min if target.direction == "lower" else max)(values)
             table.add_row("quality", f"{best:.4f} {target.metric} (target {target.describe()}, best of the run)")
-    table.add_row(f"{result.unit} to target" if o.status == "success" else f"{result.unit} trained",
-                  f"{o.units:,} ({o.samples:,} samples, {o.steps} steps)")
+    if o.status == "success" and o.reached_samples is not None and o.reached_samples != o.samples and o.samples:
+        # offline evaluation trained past the model that met the target: count to that model
+        samples = o.reached_samples
+        table.add_row(f"{result.unit} to target", f"{samples * o.units // o.samples:,} ({samples:,} samples, "
+                                                  f"{samples * o.steps // o.samples} steps; trained on to {o.samples:,})")
+    else:
+        table.add_row(f"{result.unit} to target" if o.status == "success" else f"{result.unit} trained",
+                      f"{o.units:,} ({o.samples:,} samples, {o.steps} steps)")
     table.add_row("throughput", f"{result.units_per_s:,.0f} {result.unit}/s (training steps, evaluation excluded)")
     if result.achieved_flops:
         peak = result.peak_flops * result.world_size

@@ -93,7 +93,7 @@ def _members() -> list[SDSpec]:
     # steps), a short warmup, 8 (mini) / 5 (tiny) DDIM steps and guidance 3 so evaluation stays cheap
     # budgets reach past the early phase where a seed's CLIP score still swings by 0.1 between
     # evaluations (sd-mini: 0.17-0.27 up to 2,560 images, 0.36-0.41 at 5,120 over seeds 1-3);
-    # 64 / 128 captions, as 16 / 32 made the score a draw of the starting noise as much as of the model
+    # 128 captions, as 16 / 32 made the score a draw of the starting noise as much as of the model
     # sd-tiny: mini's UNet and data (the 16-32 UNet learned no text fit in 6,400 images: CLIP 0.27 -> 0.29;
     # on 1,024 images mini's UNet did, but two seeds of five stalled at CLIP 0.41-0.44), a shorter
     # budget with the same decays at 3/4 and 9/10, 5 DDIM steps, and mini's weight average

@@ -43,8 +43,7 @@ class SDSpec(MemberSpec):
     text_width: int = 1024
     drop_caption: float = 0.0  # the tiers train unconditionally on a share of captions, so guidance has a baseline
     warmup_start: float = 1e-6  # the reference's LambdaLinearScheduler f_start
-    decay_steps: tuple[int, ...] = ()  # step decays of the rate: none in the reference, a CPU tier's own
-    decay_factor: float = 0.1  # the rate's multiplier at each of decay_steps
+    decay_steps: tuple[int, ...] = ()  # 0.1 step decays: none in the reference, a CPU tier's own
     # evaluate an exponential moving average of the UNet's weights with this decay (the reference's
     # use_ema, off in the MLPerf configs): None trains and evaluates the weights themselves
     ema_decay: float | None = None

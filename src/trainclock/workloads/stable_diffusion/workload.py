@@ -157,8 +157,7 @@ def build_model(spec: SDSpec, ctx: ParallelContext, device: torch.device, settin
 
 
 def optimizer(spec: SDSpec) -> AdamWLinearWarmup:
-    return AdamWLinearWarmup(spec.learning_rate, spec.warmup_steps, spec.warmup_start, decay_steps=spec.decay_steps,
-                             decay_factor=spec.decay_factor)
+    return AdamWLinearWarmup(spec.learning_rate, spec.warmup_steps, spec.warmup_start, decay_steps=spec.decay_steps)
 
 
 def load_tier(spec: SDSpec) -> tuple[TrainSet, EvalSet, torch.nn.Module]:

@@ -42,6 +42,7 @@ from timing import autocast_for, timed
 
 def plain_step(job, spec, precision: str, batches):
     model = copy.deepcopy(job.model)  # the same start weights, before trainclock trains them
+    model.ema = None  # the plain loop keeps its own average, as the reference's apply_ema does
     ema_model = copy.deepcopy(model)
     o = job.optimizer
     optimizer = LambOptimizer(parameter_groups(model, o.weight_decay), lr=o.lr_at(0), betas=(o.beta1, o.beta2),
@@ -63,7 +64,7 @@ def plain_step(job, spec, precision: str, batches):
         with torch.no_grad():  # the reference's apply_ema
             weights = model.state_dict()
             for k, v in ema_model.state_dict().items():
-                v.copy_(o.ema * v + (1 - o.ema) * weights[k])
+                v.copy_(spec.ema * v + (1 - spec.ema) * weights[k])
 
     return step
 
@@ -72,7 +73,7 @@ def full_size(device: torch.device, steps: int, micro: int = 16) -> None:
     from trainclock.workloads.rnnt.model import RNNT
 
     spec = get_member("rnnt-librispeech")
-    model = RNNT(spec.model).to(device)
+    model = RNNT(spec.model, spec.ema).to(device)  # with the weight average the step updates
     optimizer = job_optimizer(spec).build(model)
     frames, pieces = int(spec.mean_duration * 100 / spec.features.subsampling), int(spec.mean_pieces)
     g = torch.Generator().manual_seed(0)
@@ -104,7 +105,7 @@ def job_optimizer(spec):
     from trainclock.workloads.rnnt.optim import RnntLamb
 
     return RnntLamb(spec.learning_rate, 275, spec.warmup_epochs, spec.hold_epochs, spec.exp_gamma,
-                    beta1=spec.beta1, beta2=spec.beta2, ema=spec.ema)
+                    beta1=spec.beta1, beta2=spec.beta2)
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ from trainclock.distributed import dry_run
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.pipeline import PipelineModel
 from trainclock.errors import UsageError
+from trainclock.optim.ema import average_buffers
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -143,6 +144,7 @@ def parallelize(model: nn.Module, ctx: ParallelContext, parallelism: ModelParall
     _materialize(model, materialize)
     if _on_meta(model):
         return runnable  # DDP needs real tensors; a replica left on the meta device is what each rank holds
+    DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(runnable, average_buffers(runnable))
     # gradients live in the all-reduce buckets: no copy into them and back after every backward
     return DistributedDataParallel(runnable, process_group=mesh["dp"].get_group(), gradient_as_bucket_view=True)
 

@@ -1,8 +1,10 @@
-"""An exponential moving average of a module's trainable weights, as the latent-diffusion reference
-keeps one when its config sets use_ema (ldm/modules/ema.py LitEma): decay min(decay, (1 + n) / (10 + n))
-at update n, so the average follows the weights closely at first. Its shadows are buffers of the
-module that owns it, so checkpoints and model snapshots carry them; `swapped` puts them in place of
-the weights for an evaluation and puts the weights back after (the reference's ema_scope).
+"""An exponential moving average of a module's trainable weights, from the weights it starts with,
+updated after every optimizer step (`followed`). With `warmup`, as the latent-diffusion reference keeps
+one when its config sets use_ema (ldm/modules/ema.py LitEma): decay min(decay, (1 + n) / (10 + n)) at
+update n, so the average follows the weights closely at first; without, the decay from the first
+update, as the RNN-T reference's (common/optimizers.py AdamW/Lamb ema). Its shadows are buffers of
+the module that owns it, so checkpoints and model snapshots carry them; `swapped` puts them in place
+of the weights for an evaluation and puts the weights back after (the reference's ema_scope).
 
 Hand-written rather than torch.optim.swa_utils.AveragedModel: that one deep-copies the module it
 averages (a second model to wrap, checkpoint and snapshot) and has no LitEma warm-up."""
@@ -17,11 +19,12 @@ from torch import nn
 
 
 class WeightAverage(nn.Module):
-    def __init__(self, module: nn.Module, decay: float) -> None:
+    def __init__(self, module: nn.Module, decay: float, warmup: bool = True) -> None:
         super().__init__()
         if not 0.0 < decay < 1.0:
             raise ValueError(f"a weight average's decay must lie in (0, 1), not {decay}")
         self.decay = decay
+        self.warmup = warmup
         # the averaged module is held outside the module tree: registered, its weights would be saved twice
         self.__dict__["averaged"] = module
         self.names = [name for name, p in module.named_parameters() if p.requires_grad]
@@ -45,7 +48,7 @@ class WeightAverage(nn.Module):
     def update(self) -> None:
         """One step of the average towards the current weights (after an optimizer step)."""
         self.updates += 1
-        decay = torch.clamp((1 + self.updates) / (10 + self.updates), max=self.decay)
+        decay = torch.clamp((1 + self.updates) / (10 + self.updates), max=self.decay) if self.warmup else self.decay
         shadows = self._shadows()
         # shadow += (weight - shadow) * (1 - decay): lerp takes its weight as a host number (a read of
         # the device), a multiply takes a device tensor
@@ -65,3 +68,33 @@ class WeightAverage(nn.Module):
         finally:
             with torch.no_grad():
                 torch._foreach_copy_(weights, kept)
+
+
+def average_buffers(model: nn.Module) -> list[str]:
+    """The names of every weight average's buffers in `model`: each rank updates its own average from
+    the same weights, so data parallelism must not broadcast them (DDP would send a copy of the model
+    from rank 0 before every forward)."""
+    return [f"{prefix}.{name}" if prefix else name for prefix, m in model.named_modules()
+            if isinstance(m, WeightAverage) for name, _ in m.named_buffers()]
+
+
+def average_of(model: nn.Module) -> WeightAverage | None:
+    """The weight average `model` keeps (as a submodule; under DDP or torch.compile too), if any."""
+    return next((m for m in model.modules() if isinstance(m, WeightAverage)), None)
+
+
+def averaged(model: nn.Module) -> contextlib.AbstractContextManager:
+    """`model` with its weight average in place of its weights for the while, where it keeps one:
+    what an evaluation scores (the references' ema_scope)."""
+    average = average_of(model)
+    return average.swapped() if average is not None else contextlib.nullcontext()
+
+
+def followed(model: nn.Module, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+    """`optimizer`, updating `model`'s weight average (if it keeps one) after every step it takes, as
+    the references update theirs after each batch (on_train_batch_end, apply_ema)."""
+    average = average_of(model)
+    if average is not None:
+        optimizer.register_step_post_hook(lambda *_: average.update())
+    return optimizer
+

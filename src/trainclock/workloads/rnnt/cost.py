@@ -22,7 +22,7 @@ from trainclock.workload.cost_model import SampleFlops, WorkloadCost
 from trainclock.workload.spec_cost import SpecCost
 from trainclock.workloads.rnnt.spec import MEMBERS, MLPERF_ROUND, RnntSpec, get_member
 
-LAMB_EMA_STATE_BYTES = 12  # Adam's two fp32 moments and the fp32 moving average of the weights
+LAMB_EMA_STATE_BYTES = 12  # LAMB's two fp32 moments and the fp32 weight average (a model buffer, counted here)
 
 
 def run_progress(spec: RnntSpec, samples_per_epoch: int | None = None) -> Progress:

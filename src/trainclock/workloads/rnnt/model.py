@@ -14,6 +14,7 @@ from functools import cache
 import torch
 from torch import nn
 
+from trainclock.optim.ema import WeightAverage
 from trainclock.workloads.rnnt.loss import joint_log_probs
 
 
@@ -71,7 +72,7 @@ def stack_time(x_TBH: torch.Tensor, lens_B: torch.Tensor, factor: int) -> tuple[
 
 
 class RNNT(nn.Module):
-    def __init__(self, config: RNNTConfig) -> None:
+    def __init__(self, config: RNNTConfig, ema_decay: float | None = None) -> None:
         super().__init__()
         c = self.config = config
         self.pre_rnn = LSTM(c.in_features, c.enc_hidden, c.enc_pre_layers, c.enc_dropout, c)
@@ -81,6 +82,9 @@ class RNNT(nn.Module):
         self.joint_pred = nn.Linear(c.pred_hidden, c.joint_hidden)
         self.joint_enc = nn.Linear(c.enc_hidden, c.joint_hidden)
         self.joint_net = nn.Sequential(nn.ReLU(), nn.Dropout(c.joint_dropout), nn.Linear(c.joint_hidden, c.vocab + 1))
+        # the average of the weights the evaluation decodes with: the reference's, from the initial
+        # weights at a fixed decay (no warm-up), updated after every optimizer step
+        self.ema = WeightAverage(self, ema_decay, warmup=False) if ema_decay is not None else None
 
     def encode(self, feats_BTF: torch.Tensor, lens_B: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         x, _ = self.pre_rnn(feats_BTF.transpose(0, 1))

@@ -12,6 +12,7 @@ import torch
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.parallelize import build_parallelized
 from trainclock.errors import UsageError
+from trainclock.optim.ema import averaged
 from trainclock.workload.base import EvalSchedule, EvalShard, RunSettings, TrainJob
 from trainclock.workload.benchmark import BenchmarkWorkload, member_job
 from trainclock.workload.evaluation import shard_rows
@@ -58,7 +59,7 @@ class RnntWorkload(BenchmarkWorkload):
                     settings: RunSettings) -> torch.nn.Module:
         """The network as this rank trains it. Built whole (49M parameters), except for a meta
         device (a dry run), where it is built on meta."""
-        return build_parallelized(lambda: RNNT(spec.model), device, ctx, PARALLELISM, compile=settings.compile,
+        return build_parallelized(lambda: RNNT(spec.model, spec.ema), device, ctx, PARALLELISM, compile=settings.compile,
                                   activation_checkpointing=settings.activation_checkpointing)
 
     def optimizer(self, spec: RnntSpec) -> RnntLamb:
@@ -136,11 +137,11 @@ def rnnt_job(spec: RnntSpec, model: torch.nn.Module, corpus: Corpus, seed: int, 
             rows = shard_rows(len(evals), shard)
             cached[shard] = [(*features({k: v.to(device) for k, v in b.items()}, spec.features), b["rows"])
                              for b in eval_batches(evals, spec.features, rows, spec.eval_batch)]
-        averaged = optimizer.averaged(m)
+        net = getattr(m, "module", m)
         hypotheses, references = [], []
-        with torch.no_grad(), autocast():
+        with torch.no_grad(), autocast(), averaged(net):  # decoded with the weight average, as the reference's
             for feats, feat_lens, ids in cached[shard]:
-                hypotheses += [processor.decode(p) for p in greedy_decode(averaged, feats, feat_lens, spec.max_symbols)]
+                hypotheses += [processor.decode(p) for p in greedy_decode(net, feats, feat_lens, spec.max_symbols)]
                 references += [evals.items[int(i)].transcript for i in ids]
         return wer_sums(hypotheses, references)
 
@@ -172,7 +173,7 @@ def rnnt_job(spec: RnntSpec, model: torch.nn.Module, corpus: Corpus, seed: int, 
 
 def rnnt_optimizer(spec: RnntSpec, steps_per_epoch: int) -> RnntLamb:
     return RnntLamb(spec.learning_rate, steps_per_epoch, spec.warmup_epochs, spec.hold_epochs, spec.exp_gamma,
-                    beta1=spec.beta1, beta2=spec.beta2, ema=spec.ema)
+                    beta1=spec.beta1, beta2=spec.beta2)
 
 
 def log_keys(spec: RnntSpec, train_utterances: int) -> dict:

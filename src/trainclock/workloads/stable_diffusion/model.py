@@ -6,7 +6,6 @@ tiers a fixed, exactly invertible space-to-depth codec instead of a trained VAE:
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
@@ -96,12 +95,8 @@ class Conditioned(nn.Module):
         super().__init__()
         self.unet = unet
         self.text_encoder = text_encoder.requires_grad_(False).eval()
-        # the UNet's weight average, which the optimizer steps and evaluation reads (see averaged)
+        # the UNet's weight average, which the optimizer steps and evaluation reads (optim/ema.averaged)
         self.ema = WeightAverage(unet, ema_decay) if ema_decay is not None else None
-
-    def averaged(self) -> contextlib.AbstractContextManager:
-        """The UNet's averaged weights in place for the while, where the model keeps an average."""
-        return self.ema.swapped() if self.ema is not None else contextlib.nullcontext()
 
     def encode_text(self, ids: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():

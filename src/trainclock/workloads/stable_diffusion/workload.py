@@ -13,6 +13,7 @@ from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.layout import Layout
 from trainclock.distributed.parallelize import ModelParallelism, build_parallelized
 from trainclock.errors import UsageError
+from trainclock.optim.ema import averaged
 from trainclock.workload.base import EvalSchedule, EvalShard, RunSettings, TrainJob
 from trainclock.workload.benchmark import BenchmarkWorkload, member_job
 from trainclock.workload.evaluation import shard_rows
@@ -189,7 +190,7 @@ def sd_job(spec: SDSpec, model: torch.nn.Module, train: TrainSet, evals: EvalSet
 
     def evaluate(m: torch.nn.Module, autocast, shard: tuple[int, int]) -> EvalShard:
         inner = getattr(m, "module", m)
-        with inner.averaged():  # a tier with a weight average is scored on it, as the reference's ema_scope
+        with averaged(inner):  # a tier with a weight average is scored on it, as the reference's ema_scope
             return generate_and_score(inner, spec, evals, shard, autocast, device)
 
     return member_job(

@@ -91,6 +91,14 @@ def share_targets(runs: list[dict], quality: tuple[QualityTarget, ...], share: f
     return targets
 
 
+def capped_targets(runs: list[dict], quality: tuple[QualityTarget, ...], targets: dict[str, float],
+                   share: float) -> dict[str, float]:
+    """`targets`, each moved back to the point `share` of the way from start to plateau where it lies further."""
+    cap = share_targets(runs, quality, share)
+    # the easier of the two: a "higher" metric's smaller value, a "lower" one's larger
+    return {t.metric: (min if t.direction == "higher" else max)(targets[t.metric], cap[t.metric]) for t in quality}
+
+
 def reached_within(run: dict, quality: tuple[QualityTarget, ...], samples: int) -> bool:
     return any(all(t.met(m[t.metric]) for t in quality) for _, done, _, m in run["evals"] if done <= samples)
 
@@ -168,9 +176,7 @@ def main() -> None:
         last = [[m for _, samples, _, m in r["evals"] if samples <= measured_within][-1] for r in runs]
         targets = {t.metric: easiest(t, [m[t.metric] for m in last]) for t in quality}
     if args.most_share is not None:
-        cap = share_targets(runs, quality, args.most_share)
-        # the easier of the two: a "higher" metric's smaller value, a "lower" one's larger
-        targets = {t.metric: (min if t.direction == "higher" else max)(targets[t.metric], cap[t.metric]) for t in quality}
+        targets = capped_targets(runs, quality, targets, args.most_share)
     met = tuple(QualityTarget(t.metric, targets[t.metric], t.direction) for t in quality)
     late = [r["seed"] for r in runs if not reached_within(r, met, measured_within)]
     if late:

@@ -94,6 +94,26 @@ def test_a_share_target_sits_that_far_from_start_to_plateau():
     assert point["learning share"].value <= 0.85
 
 
+def test_most_share_moves_only_a_target_past_it_back():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from reference_targets import capped_targets
+
+    loss = QualityTarget("loss", 2.0, "lower")
+    runs = saturating_runs([0.40, 0.41, 0.42, 0.43, 0.44])  # accuracy 0.1 -> about 0.9
+    for run in runs:  # a loss from 5 down to about 1 beside it
+        for row in run["evals"]:
+            row[3]["loss"] = 5.0 - 5.0 * (row[3]["accuracy"] - 0.1)
+    got = capped_targets(runs, (ACCURACY, loss), {"accuracy": 0.5, "loss": 1.1}, 0.8)
+    point = {p.name: p for p in judge(runs, [QualityTarget("accuracy", got["accuracy"], "higher"),
+                                           QualityTarget("loss", got["loss"], "lower")], rcp_cv=0.05)}
+    assert got["accuracy"] == 0.5  # half way: kept
+    assert 1.1 < got["loss"] < 2.0  # near the plateau: moved back to 0.8 of the way (the easier side)
+    assert point["learning share"].shown.startswith("accuracy 0.50, loss 0.80")
+
+
 def test_mlperf_reference_runs_spread_as_the_issue_reads_them():
     from trainclock.review.rcp import largest_cv
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+from trainclock.distributed.parallelize import data_parallel_ignored
 from trainclock.optim.ema import WeightAverage, average_buffers
 
 
@@ -110,3 +111,8 @@ def test_data_parallelism_leaves_every_average_unbroadcast():
     assert sorted(names) == ["ema.shadow_0_bias", "ema.shadow_0_weight", "ema.shadow_1_bias", "ema.shadow_1_weight",
                              "ema.updates"]
     assert average_buffers(torch.compile(Holder())) == [f"_orig_mod.{n}" for n in names]
+    # parallelize adds them to what a workload told DDP to leave before (dlrm's sharded tables)
+    model = Holder()
+    data_parallel_ignored(model, ["net.0.weight"])
+    data_parallel_ignored(model, average_buffers(model))
+    assert model._ddp_params_and_buffers_to_ignore == ["net.0.weight", *names]

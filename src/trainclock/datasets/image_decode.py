@@ -19,7 +19,6 @@ from typing import Protocol, TypeVar
 import numpy as np
 import torch
 from PIL import Image
-from torchvision.io import ImageReadMode, decode_jpeg
 
 from trainclock.errors import DataError
 
@@ -36,6 +35,14 @@ class EncodedImage(Protocol):
 
 
 Item = TypeVar("Item", bound=EncodedImage)
+
+
+def decode_jpeg(data, device: torch.device | str = "cpu"):
+    """torchvision.io.decode_jpeg to RGB: one tensor of bytes, or a list decoded as a batch."""
+    # imported here: torchvision takes 1.4 s to import, which every trainclock command would pay
+    from torchvision.io import ImageReadMode, decode_jpeg as decode
+
+    return decode(data, mode=ImageReadMode.RGB, device=device)
 
 
 def decode_error(path: str, reason: object) -> DataError:
@@ -119,7 +126,7 @@ class DeviceJpegDecoder:
             # (pytorch/vision#9606): let this stream's earlier work finish before each decode
             self._stream.synchronize()
         try:
-            images = decode_jpeg([items[i].data for i in jpegs], mode=ImageReadMode.RGB, device=self.device)
+            images = decode_jpeg([items[i].data for i in jpegs], self.device)
         except RuntimeError:  # the batch fails as a whole: find the file, or the one the device cannot take
             images = [self._decode_one(items[i]) for i in jpegs]
         for i, image in zip(jpegs, images):
@@ -130,12 +137,12 @@ class DeviceJpegDecoder:
         """One JPEG on the device or, where nvJPEG refuses one that libjpeg-turbo reads, on the CPU;
         a file neither decodes is the one-line DataError, naming it."""
         try:
-            return decode_jpeg(item.data, mode=ImageReadMode.RGB, device=self.device)
+            return decode_jpeg(item.data, self.device)
         except RuntimeError as e:
             error = e
         if self.device.type != "cpu":
             try:
-                return decode_jpeg(item.data, mode=ImageReadMode.RGB).to(self.device)
+                return decode_jpeg(item.data).to(self.device)
             except RuntimeError as e:
                 error = e
         raise decode_error(item.path, _reason(error)) from None

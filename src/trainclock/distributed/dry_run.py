@@ -20,6 +20,7 @@ from torch.overrides import TorchFunctionMode
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.env import DistEnv
 from trainclock.distributed.layout import Layout
+from trainclock.distributed.local_shards import local_part
 from trainclock.errors import UsageError
 
 FAKE_DEVICE = torch.device("cpu")  # the device fake tensors claim: the inputs a workload makes go there
@@ -158,13 +159,9 @@ def _unique(params) -> list[torch.Tensor]:
 
 def _bytes(tensors) -> int:
     """Bytes of this rank's part of each tensor (a DTensor's local shard)."""
-    # imported here, in a dry run: torch.distributed.tensor takes half a second to import, and every
-    # benchmark's workload module imports this one (through distributed.parallelize)
-    from torch.distributed.tensor import DTensor
-
     total = 0
     for t in tensors:
-        local = t.to_local() if isinstance(t, DTensor) else t
+        local = local_part(t)
         total += local.numel() * local.element_size()
     return total
 

@@ -18,7 +18,7 @@ Nothing here knows which model uses the tables. Parameter names are those of
 EmbeddingBagCollection ("<i>.weight"), so a checkpoint of any layout loads into any other, at any
 world size: a table-wise or replicated table is one whole tensor, a row-wise table a plain tensor
 of this rank's rows that state dicts show as the whole table's DTensor (distributed/local_shards.py).
-The dense rest of the model stays data parallel: `data_parallel_ignored` names the sharded
+The dense rest of the model stays data parallel: `parallelize.data_parallel_ignored` names the sharded
 parameters DDP must leave alone.
 """
 
@@ -35,7 +35,7 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 
 from trainclock.distributed import collectives, local_shards
-from trainclock.distributed.grads import SHARD_GROUP
+from trainclock.distributed.local_shards import SHARD_GROUP
 from trainclock.distributed.table_plan import TablePlan
 
 # torch 2.14 marks torch.distributed.nn.functional deprecated in favour of a private module
@@ -58,15 +58,23 @@ class EmbeddingBagCollection(nn.Module):
         self.rows, self.dim, self.bag_sizes = tuple(rows), dim, tuple(bag_sizes)
         for i, n in enumerate(rows):
             self.add_module(str(i), nn.EmbeddingBag(n, dim, mode="sum", device=device, sparse=sparse))
+        run_eagerly(EmbeddingBagCollection)  # inductor cannot compile sparse gradients
 
     def tables(self) -> list[nn.EmbeddingBag]:
         return [getattr(self, str(i)) for i in range(len(self.rows))]
 
-    # inductor cannot compile sparse gradients: under --compile the lookups run eagerly, the rest compiles
-    @torch.compiler.disable
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         # a 2D input to EmbeddingBag is one bag per row
         return torch.cat([t(b) for t, b in zip(self.tables(), ids.split(self.bag_sizes, dim=1))], dim=1)
+
+
+def run_eagerly(cls: type[nn.Module]) -> None:
+    """Under --compile `cls`'s forward runs eagerly and the rest of the model compiles.
+    torch.compiler.disable is applied when the first module of the class is built, not as a
+    decorator: it imports torch._dynamo (0.5 s), which every trainclock command would then pay."""
+    if not getattr(cls.forward, "_trainclock_eager", False):
+        cls.forward = torch.compiler.disable(cls.forward)
+        cls.forward._trainclock_eager = True
 
 
 class _ScaleGrad(torch.autograd.Function):
@@ -98,6 +106,7 @@ class ShardedEmbeddingBagCollection(nn.Module):
     def __init__(self, full: EmbeddingBagCollection, plan: TablePlan, mesh: DeviceMesh, grad_scale: float = 1.0,
                  init: Callable[[torch.Tensor, int], None] | None = None) -> None:
         super().__init__()
+        run_eagerly(ShardedEmbeddingBagCollection)  # sparse gradients, and exchanges whose sizes are read on the host
         self.rows, self.dim, self.bag_sizes = full.rows, full.dim, full.bag_sizes
         if plan.rows != self.rows or plan.ranks != mesh.size():
             raise ValueError(f"a plan for {len(plan.rows)} tables over {plan.ranks} ranks does not fit "
@@ -145,7 +154,6 @@ class ShardedEmbeddingBagCollection(nn.Module):
     def _weight(self, t: int) -> torch.Tensor:
         return getattr(self, str(t)).weight
 
-    @torch.compiler.disable  # sparse gradients, and exchanges whose sizes are read on the host
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         pooled: dict[int, torch.Tensor] = {
             t: F.embedding_bag(ids[:, slice(*self.columns[t])], self._weight(t), mode="sum") for t in self.replicated}
@@ -220,7 +228,7 @@ class ShardedEmbeddingBagCollection(nn.Module):
 def shard_embeddings(model: nn.Module, plan: TablePlan, mesh: DeviceMesh, grad_scale: float,
                      init: Callable[[torch.Tensor, int], None] | None = None) -> list[str]:
     """Replace every EmbeddingBagCollection in `model` by its form laid out by `plan`, in place;
-    returns the names of the sharded (table- and row-wise) parameters (for data_parallel_ignored)."""
+    returns the names of the sharded (table- and row-wise) parameters (for parallelize.data_parallel_ignored)."""
     names = []
     for parent_name, parent in list(model.named_modules()):
         for child_name, child in list(parent.named_children()):
@@ -230,10 +238,3 @@ def shard_embeddings(model: nn.Module, plan: TablePlan, mesh: DeviceMesh, grad_s
                 prefix = f"{parent_name}.{child_name}" if parent_name else child_name
                 names += [f"{prefix}.{n}" for n, p in sharded.named_parameters() if hasattr(p, SHARD_GROUP)]
     return names
-
-
-def data_parallel_ignored(model: nn.Module, names: Sequence[str]) -> None:
-    """Tell DDP (wrapping `model` later) to neither broadcast nor all-reduce these parameters."""
-    from torch.nn.parallel import DistributedDataParallel
-
-    DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(model, list(names))

@@ -9,15 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import torch
-from torch.distributed.tensor import DTensor
 
 from trainclock.distributed.collectives import all_reduce
-
-SHARD_GROUP = "trainclock_shard_group"
+from trainclock.distributed.local_shards import SHARD_GROUP, is_dtensor
 
 
 def _kind(p: torch.nn.Parameter) -> object:
-    if isinstance(p.grad, DTensor):
+    if is_dtensor(p.grad):
         return p.grad.device_mesh
     group = getattr(p, SHARD_GROUP, None)
     return ("group", group) if group is not None else None
@@ -39,10 +37,10 @@ def grad_norm(params: Iterable[torch.nn.Parameter]) -> torch.Tensor:
     norms = []
     for kind in _by_kind(params):
         norm = torch.nn.utils.get_total_norm([p.grad for p in kind])
-        group = getattr(kind[0], SHARD_GROUP, None) if not isinstance(kind[0].grad, DTensor) else None
+        group = getattr(kind[0], SHARD_GROUP, None) if not is_dtensor(kind[0].grad) else None
         if group is not None:  # every rank of the group holds such parameters (it is built so)
             norm = all_reduce(norm.double().pow(2), group=group).sqrt().to(norm.dtype)
-        norms.append(norm.full_tensor() if isinstance(norm, DTensor) else norm)
+        norms.append(norm.full_tensor() if is_dtensor(norm) else norm)
     if not norms:
         return torch.zeros(())
     return torch.linalg.vector_norm(torch.stack(norms)) if len(norms) > 1 else norms[0]

@@ -10,14 +10,21 @@ from any layout; loading takes this rank's rows of whatever it is given."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.tensor import DTensor, Shard
+
+if TYPE_CHECKING:
+    from torch.distributed.tensor import DTensor
 
 ATTRIBUTE = "trainclock_row_block"
+# a plain parameter that one rank of a group holds alone (a table-wise embedding table) carries its
+# group under this attribute: grads.py sums its squared gradient norm over that group
+SHARD_GROUP = "trainclock_shard_group"
 
 
 @dataclass(frozen=True)
@@ -29,6 +36,10 @@ class RowBlock:
     first: int
 
     def whole(self, local: torch.Tensor) -> DTensor:
+        # imported here: torch.distributed.tensor brings torch._dynamo (1 s), which every trainclock
+        # command would pay through the registry
+        from torch.distributed.tensor import DTensor, Shard
+
         shape = (self.rows, *local.shape[1:])
         stride = torch.empty(shape, device="meta").stride()  # the whole tensor's, contiguous
         return DTensor.from_local(local.detach(), self.mesh, [Shard(0)], run_check=False, shape=shape, stride=stride)
@@ -36,9 +47,24 @@ class RowBlock:
     def local(self, value: torch.Tensor, rows_here: int) -> torch.Tensor:
         """This rank's rows of a loaded value: a DTensor's local part (DCP loaded it into our
         shards), or the slice of a whole tensor."""
+        from torch.distributed.tensor import DTensor  # see whole
+
         if isinstance(value, DTensor):
             return value.to_local()
         return value[self.first:self.first + rows_here]
+
+
+def is_dtensor(t: object) -> bool:
+    """Whether `t` is a DTensor (a sharded or replicated tensor over a device mesh)."""
+    # never imported here: torch.distributed.tensor takes half a second to import, which every
+    # trainclock command would pay, and no tensor is a DTensor before something has imported it
+    dtensor = sys.modules.get("torch.distributed.tensor")
+    return dtensor is not None and isinstance(t, dtensor.DTensor)
+
+
+def local_part(t: torch.Tensor) -> torch.Tensor:
+    """This rank's part of `t`: a DTensor's local shard, or `t` itself."""
+    return t.to_local() if is_dtensor(t) else t
 
 
 def mark(param: nn.Parameter, block: RowBlock) -> None:

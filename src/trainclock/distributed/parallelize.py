@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -144,9 +144,16 @@ def parallelize(model: nn.Module, ctx: ParallelContext, parallelism: ModelParall
     _materialize(model, materialize)
     if _on_meta(model):
         return runnable  # DDP needs real tensors; a replica left on the meta device is what each rank holds
-    DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(runnable, average_buffers(runnable))
+    data_parallel_ignored(runnable, average_buffers(runnable))
     # gradients live in the all-reduce buckets: no copy into them and back after every backward
     return DistributedDataParallel(runnable, process_group=mesh["dp"].get_group(), gradient_as_bucket_view=True)
+
+
+def data_parallel_ignored(model: nn.Module, names: Sequence[str]) -> None:
+    """Tell DDP (wrapping `model` later) to neither broadcast nor all-reduce these parameters and
+    buffers, beside those named before (a sharded embedding's tables, a weight average)."""
+    before = list(getattr(model, "_ddp_params_and_buffers_to_ignore", ()))
+    DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(model, before + [n for n in names if n not in before])
 
 
 def data_parallel_stage(stage: nn.Module, ctx: ParallelContext, blocks: Iterable[nn.Module],

@@ -28,7 +28,7 @@ from trainclock.workload.base import Progress
 from trainclock.workload.cost_model import SampleFlops, WorkloadCost
 from trainclock.workload.spec_base import MemberSet
 from trainclock.workload.spec_cost import SpecCost
-from trainclock.workloads.detection.model import POSITIVE_FRACTION, DetectorShape, build_model, parameter_count
+from trainclock.workloads.detection.shape import POSITIVE_FRACTION, DetectorShape
 from trainclock.workloads.detection.spec import MEMBERS, MLPERF_ROUND, DetectionSpec, get_member
 
 ADAM_STATE_BYTES, SGD_STATE_BYTES = 8, 4
@@ -82,6 +82,8 @@ def forward_costs(shape: DetectorShape) -> ForwardCosts:
     def count(module: nn.Module, inputs, output) -> None:
         nonlocal outputs
         outputs += output.numel()
+
+    from trainclock.workloads.detection.model import build_model  # torchvision: only where a network is built
 
     with torch.device("meta"):
         model = build_model(shape).eval()  # batch norm over one image's 1x1 maps refuses to train
@@ -147,6 +149,8 @@ class DetectionCost(SpecCost):
 
     @cached_property
     def parameter_count(self) -> int:
+        from trainclock.workloads.detection.model import parameter_count  # torchvision: only where a network is built
+
         return parameter_count(self.spec.shape)
 
     @property

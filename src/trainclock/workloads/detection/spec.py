@@ -18,7 +18,7 @@ from functools import cache
 from trainclock.errors import UsageError
 from trainclock.workload.cost_model import rules_rcp_table
 from trainclock.workload.spec_base import MemberSet, MemberSpec, recorded_target, rules_target
-from trainclock.workloads.detection.model import DetectorShape
+from trainclock.workloads.detection.shape import DetectorShape
 
 MLPERF_ROUND = "3.1"  # the MLPerf Training round whose closed rules and reference points this benchmark follows
 

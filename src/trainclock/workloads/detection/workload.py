@@ -24,7 +24,6 @@ from trainclock.workloads.detection.data.loader import EvalBatches, TrainBatches
 from trainclock.workloads.detection.data.prepare import prepare
 from trainclock.workloads.detection.data.sample import write_mosaics, write_official
 from trainclock.workloads.detection.metric import ground_truth, predict, score
-from trainclock.workloads.detection.model import build_model, load_backbone_weights, parameter_count
 from trainclock.workloads.detection.optim import AdamWarmup, SGDWarmupSteps
 from trainclock.workloads.detection.spec import MEMBERS, METRICS, MLPERF_ROUND, DetectionSpec, get_member
 from trainclock.workloads.detection.cost import run_progress
@@ -47,6 +46,8 @@ class DetectionWorkload(BenchmarkWorkload):
         self.specs = MEMBERS[key]
 
     def parameter_count(self, spec: DetectionSpec) -> int:
+        from trainclock.workloads.detection.model import parameter_count  # torchvision: only where a network is built
+
         return parameter_count(spec.shape)
 
     def describe(self, spec: DetectionSpec) -> str:
@@ -75,6 +76,8 @@ class DetectionWorkload(BenchmarkWorkload):
             if weights is None:
                 raise UsageError(f"{spec.name} starts from ImageNet backbone weights: pass --backbone-weights PATH "
                                  "(a local file; nothing is downloaded)")
+            from trainclock.workloads.detection.model import load_backbone_weights  # torchvision: only where a network is built
+
             load_backbone_weights(weights)
 
     def build_job(self, spec: DetectionSpec, ctx: ParallelContext, device: torch.device, seed: int,
@@ -95,6 +98,8 @@ class DetectionWorkload(BenchmarkWorkload):
                     settings: RunSettings) -> torch.nn.Module:
         """The detector as this rank trains it, from the backbone weights where given. Built whole
         (44M parameters at most), except for a meta device (a dry run): built and cut on meta."""
+        from trainclock.workloads.detection.model import build_model  # torchvision: only where a network is built
+
         weights = None if device.type == "meta" else settings.extra.get("backbone_weights")  # a dry run reads nothing
         return build_parallelized(lambda: build_model(spec.shape, weights), device, ctx, PARALLELISM,
                                   compile=settings.compile, activation_checkpointing=settings.activation_checkpointing)

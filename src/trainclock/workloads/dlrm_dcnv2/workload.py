@@ -13,10 +13,10 @@ import torch
 import torch.nn.functional as F
 
 from trainclock.distributed.context import ParallelContext
-from trainclock.distributed.embeddings import data_parallel_ignored, shard_embeddings
+from trainclock.distributed.embeddings import shard_embeddings
 from trainclock.distributed.layout import Layout
 from trainclock.distributed import dry_run
-from trainclock.distributed.parallelize import Materialize, ModelParallelism, parallelize
+from trainclock.distributed.parallelize import Materialize, ModelParallelism, data_parallel_ignored, parallelize
 from trainclock.errors import ResourceError, UsageError
 from trainclock.optim.adagrad import Adagrad
 from trainclock.workloads.dlrm_dcnv2.sharding import SHARDINGS, embedding_sharding, table_plan

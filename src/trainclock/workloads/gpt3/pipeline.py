@@ -18,11 +18,11 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
-from torch.distributed.tensor import DTensor
 
 from trainclock.distributed import collectives
 from trainclock.distributed.context import ParallelContext
 from trainclock.distributed.grads import grad_norm
+from trainclock.distributed.local_shards import local_part
 from trainclock.distributed.parallelize import Materialize, data_parallel_stage
 from trainclock.distributed.pipeline import PipelineModel, schedule_class
 from trainclock.workloads.gpt3.model import GPT
@@ -154,7 +154,7 @@ class PipelinedGPT(PipelineModel):
         if weight.grad is None:
             weight.grad = torch.zeros_like(weight)
         # under FSDP both copies are sharded alike over the data-parallel mesh: sum shard with shard
-        grad = weight.grad.to_local() if isinstance(weight.grad, DTensor) else weight.grad
+        grad = local_part(weight.grad)
         collectives.all_reduce_(grad, group=self.tied_group)
 
     def forward_stages(self, x_BT: torch.Tensor) -> list[torch.Tensor]:
@@ -174,7 +174,7 @@ class PipelinedGPT(PipelineModel):
         if self.tied_group is None:
             return
         weight = self.tok_emb.weight if self.is_first else self.head
-        local = weight.to_local() if isinstance(weight, DTensor) else weight
+        local = local_part(weight)
         with torch.no_grad():
             if not self.is_first:
                 local.zero_()

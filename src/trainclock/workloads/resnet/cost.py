@@ -24,7 +24,6 @@ from trainclock.workload import evidence
 from trainclock.workload.base import Progress
 from trainclock.workload.cost_model import SampleFlops, WorkloadCost
 from trainclock.workload.spec_cost import SpecCost
-from trainclock.workloads.resnet.model import build_model, parameter_count, train_flops_per_image
 from trainclock.workloads.resnet.spec import MEMBERS, MLPERF_ROUND, ResNetSpec, get_member
 
 SGD_STATE_BYTES = 4  # one fp32 momentum buffer per parameter (LARS and SGD alike)
@@ -38,6 +37,8 @@ def activation_values_per_image(spec: ResNetSpec) -> float:
     def count(module: nn.Module, inputs, output) -> None:
         nonlocal total
         total += output[0].numel()
+
+    from trainclock.workloads.resnet.model import build_model  # torchvision: only where a network is built
 
     with torch.device("meta"):
         model = build_model(spec.shape)
@@ -67,6 +68,8 @@ class ResNetCost(SpecCost):
 
     @cached_property
     def parameter_count(self) -> int:
+        from trainclock.workloads.resnet.model import parameter_count  # torchvision: only where a network is built
+
         return parameter_count(self.spec.shape)
 
     layers = 1  # no pipeline cut: the whole network is one unit
@@ -87,6 +90,8 @@ class ResNetCost(SpecCost):
 
     @cached_property
     def flops_per_sample(self) -> SampleFlops:
+        from trainclock.workloads.resnet.model import train_flops_per_image  # torchvision: only where a network is built
+
         return SampleFlops(weights=train_flops_per_image(self.spec.shape))
 
     @property

@@ -17,7 +17,7 @@ from trainclock.errors import UsageError
 from trainclock.workload.spec_base import MemberSet, MemberSpec, recorded_target, rules_target
 from trainclock.workloads.resnet.data.transforms import ImageTransforms
 from trainclock.workloads.resnet.metric import METRIC
-from trainclock.workloads.resnet.model import RESNET50, ResNetShape
+from trainclock.workloads.resnet.shape import RESNET50, ResNetShape
 from trainclock.workload.cost_model import rcp_hyperparameters as rules_hyperparameters
 
 MLPERF_ROUND = "3.1"  # the MLPerf Training round whose closed rules and reference points this benchmark follows

@@ -31,8 +31,6 @@ from trainclock.workloads.resnet.data.prepare import prepare
 from trainclock.workloads.resnet.data.sample import write_imagenet, write_tier
 from trainclock.workloads.resnet.data.transforms import normalize
 from trainclock.workloads.resnet.metric import score, top1_sums
-from trainclock.workloads.resnet.model import build_model as resnet_model
-from trainclock.workloads.resnet.model import parameter_count, train_flops_per_image
 from trainclock.workloads.resnet.parallelize import PARALLELISM
 from trainclock.workloads.resnet.cost import run_progress
 from trainclock.workloads.resnet.spec import (END_LEARNING_RATE, MEMBERS, MLPERF_ROUND, OPTIMIZERS, ResNetSpec,
@@ -53,6 +51,8 @@ class ResNetWorkload(BenchmarkWorkload):
     needs_data = NEEDS_DATA
 
     def parameter_count(self, spec: ResNetSpec) -> int:
+        from trainclock.workloads.resnet.model import parameter_count  # torchvision: only where a network is built
+
         return parameter_count(spec.shape)
 
     def describe(self, spec: ResNetSpec) -> str:
@@ -173,6 +173,8 @@ def build_job(spec: ResNetSpec, settings: RunSettings, seed: int, ctx: ParallelC
 def build_model(spec: ResNetSpec, ctx: ParallelContext, device: torch.device, settings: RunSettings) -> torch.nn.Module:
     """ResNet as this rank trains it. Built whole (25.6M parameters at most), except for a meta
     device (a dry run), where it is built and cut on meta."""
+    from trainclock.workloads.resnet.model import build_model as resnet_model  # torchvision: only where a network is built
+
     on_meta = device.type == "meta"
     with torch.device("meta") if on_meta else contextlib.nullcontext():
         model = resnet_model(spec.shape)
@@ -188,6 +190,8 @@ def build_model(spec: ResNetSpec, ctx: ParallelContext, device: torch.device, se
 def resnet_job(spec: ResNetSpec, model: torch.nn.Module, batch, loss, evaluate, dataset: str, train_images: int,
                val_images: int) -> TrainJob:
     """The job around a built model and data; progress is in epochs of this folder's train split."""
+    from trainclock.workloads.resnet.model import train_flops_per_image  # torchvision: only where a network is built
+
     spec = replace(spec, train_images=train_images)
     full = spec.dataset == "imagenet"
     return member_job(

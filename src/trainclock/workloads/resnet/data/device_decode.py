@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torchvision.transforms.v2.functional as F
 
 from trainclock.datasets.image_decode import DeviceJpegDecoder, read
 from trainclock.workloads.resnet.data.transforms import ImageTransforms, crop_box
@@ -57,6 +56,8 @@ class DeviceDecoder:
 
     def _finish(self, image: torch.Tensor, item: Encoded) -> torch.Tensor:
         """transforms.train_image / eval_image's pixel work on a decoded CHW tensor."""
+        import torchvision.transforms.v2.functional as F  # torchvision (1.4 s to import): only where an image is transformed
+
         t = self.transforms
         if item.box is None:  # evaluation: shorter side to t.resize, then the center crop
             return F.center_crop(F.resize(image, [t.resize], antialias=True), [t.crop, t.crop])

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torchvision.transforms.functional as F
 from PIL import Image
 
 from trainclock.errors import DataError
@@ -72,6 +71,8 @@ def as_tensor(image: Image.Image) -> torch.Tensor:
 
 
 def train_image(path: str, t: ImageTransforms, rng: np.random.Generator) -> torch.Tensor:
+    import torchvision.transforms.functional as F  # torchvision (1.4 s to import): only where an image is transformed
+
     image = decode(path)
     top, left, h, w = crop_box(rng, image.width, image.height, t)
     image = F.resized_crop(image, top, left, h, w, [t.crop, t.crop], antialias=True)
@@ -81,6 +82,8 @@ def train_image(path: str, t: ImageTransforms, rng: np.random.Generator) -> torc
 
 
 def eval_image(path: str, t: ImageTransforms) -> torch.Tensor:
+    import torchvision.transforms.functional as F  # torchvision (1.4 s to import): only where an image is transformed
+
     image = F.center_crop(F.resize(decode(path), t.resize, antialias=True), [t.crop, t.crop])
     return as_tensor(image)
 

@@ -47,9 +47,7 @@ class RowBlock:
     def local(self, value: torch.Tensor, rows_here: int) -> torch.Tensor:
         """This rank's rows of a loaded value: a DTensor's local part (DCP loaded it into our
         shards), or the slice of a whole tensor."""
-        from torch.distributed.tensor import DTensor  # see whole
-
-        if isinstance(value, DTensor):
+        if is_dtensor(value):
             return value.to_local()
         return value[self.first:self.first + rows_here]
 

@@ -8,6 +8,8 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
+from trainclock.distributed.local_shards import is_dtensor
+
 
 class OptimizerSetup(Protocol):
     """An optimizer with its schedule and hyperparameters, as a workload declares it."""
@@ -35,15 +37,11 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """Weight decay on matrices (and convolution kernels) only, not on biases and norms. Sharded
     (DTensor) and plain parameters go into separate groups: fused kernels take one kind per call,
     and tensor parallel mixes them."""
-    # imported when an optimizer is built: torch.distributed.tensor takes half a second to import,
-    # and every workload module imports this one, which the registry imports for every command
-    from torch.distributed.tensor import DTensor
-
     groups = []
     for decays in (True, False):
         for sharded in (False, True):
             params = [p for p in model.parameters()
-                      if p.requires_grad and (p.dim() >= 2) == decays and isinstance(p, DTensor) == sharded]
+                      if p.requires_grad and (p.dim() >= 2) == decays and is_dtensor(p) == sharded]
             if params:
                 groups.append({"params": params, "weight_decay": weight_decay if decays else 0.0})
     return groups

@@ -48,3 +48,34 @@ def test_v_target_and_ddim_agree_with_diffusers():
     a = s.alphas_cumprod[t].view(-1, 1, 1, 1)
     assert torch.allclose(s.get_velocity(x, noise, t), a.sqrt() * noise - (1 - a).sqrt() * x, atol=1e-5)
     assert s.betas[0] == pytest.approx(0.00085) and s.betas[-1] == pytest.approx(0.012, rel=1e-4)
+
+
+def test_a_cpu_tier_attends_explicitly_and_computes_what_sdpa_does():
+    import torch
+    from diffusers.models.attention_processor import AttnProcessor, AttnProcessor2_0
+
+    from trainclock.distributed.context import single_process
+    from trainclock.workload.base import RunSettings
+    from trainclock.workloads.stable_diffusion.workload import build_model
+
+    spec = get_member("sd-tiny")
+    torch.manual_seed(0)
+    model = build_model(spec, single_process(), torch.device("cpu"), RunSettings())
+    processors = set(map(type, model.unet.attn_processors.values()))
+    assert processors == {AttnProcessor}  # the CPU flash kernel's backward is slow at 64 tokens
+
+    # the same weights through torch's SDPA give the same prediction and gradients
+    latents = torch.randn(2, spec.unet.channels, spec.unet.sample_size, spec.unet.sample_size)
+    timesteps, ids = torch.tensor([5, 700]), torch.randint(3, 20, (2, spec.text_length))
+    explicit = model(latents, timesteps, ids)
+    explicit.square().sum().backward()
+    grads = [p.grad.clone() for p in model.unet.parameters()]
+    model.zero_grad()
+    model.unet.set_attn_processor(AttnProcessor2_0())
+    fused = model(latents, timesteps, ids)
+    fused.square().sum().backward()
+    assert torch.allclose(explicit, fused, atol=1e-5)
+    assert all(torch.allclose(a, p.grad, atol=1e-4) for a, p in zip(grads, model.unet.parameters()))
+
+    full = build_model(get_member("sd-laion400m"), single_process(), torch.device("meta"), RunSettings())
+    assert set(map(type, full.unet.attn_processors.values())) == {AttnProcessor2_0}  # 4,096 tokens: SDPA

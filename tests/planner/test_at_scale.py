@@ -75,6 +75,16 @@ def test_mask_rcnn_entries_below_nvidias_scales_read_their_submitters_files():
                for a in ("h100-sxm", "h100-sxm-96gb", "h100-pcie", "l40", "l40s") for row in published_layouts("maskrcnn", a))
 
 
+def test_dlrm_entries_below_nvidias_scales_and_on_pcie_read_their_submitters_files():
+    # BATCHSIZE is DLRM's global batch: Quanta's 4 PCIe cards train the 8-card batch, 13,824 per card
+    for accelerator, count, batch, per_gpu, submitter in (
+            ("h100-sxm", 4, 32768, 8192, "Supermicro"), ("h100-pcie", 4, 55296, 13824, "Quanta_Cloud_Technology"),
+            ("h100-pcie", 8, 55296, 6912, "ASUSTeK")):
+        row = published_layout("dlrm_dcnv2", accelerator, count)
+        assert (row.global_batch_size, row.layout["micro_batch"]) == (batch, per_gpu), row
+        assert row.source.startswith(f"{submitter}/") and "/dlrm_dcnv2/" in row.source
+
+
 def test_plan_uses_the_submissions_layout_at_its_scale_and_says_when_it_chose_one(mlperf_dir):
     planner = Planner(cost_model("gpt3"), load_catalogue(), mlperf_dir)
     h100 = planner.catalogue["h100-sxm"]

@@ -149,9 +149,7 @@ class DetectionCost(SpecCost):
 
     @cached_property
     def parameter_count(self) -> int:
-        from trainclock.workloads.detection.model import parameter_count  # torchvision: only where a network is built
-
-        return parameter_count(self.spec.shape)
+        return self.spec.parameter_count()
 
     @property
     def layer_parameters(self) -> float:

@@ -55,6 +55,11 @@ class DetectionSpec(MemberSpec):
     def full(self) -> bool:
         return self.dataset != "mosaic"
 
+    def parameter_count(self) -> int:
+        from trainclock.workloads.detection.model import parameter_count  # torchvision: only where a network is built
+
+        return parameter_count(self.shape)
+
     def with_batch(self, global_batch_size: int) -> "DetectionSpec":
         """The spec at another batch: the full sizes take the rules' reference point at that batch
         (maskrcnn: 0.02 x GBS/16 and its decay steps); a tier keeps its rate and schedule in samples."""

@@ -45,11 +45,6 @@ class DetectionWorkload(BenchmarkWorkload):
         self.key, self.title, self.full_size_flags = key, title, full_size_flags
         self.specs = MEMBERS[key]
 
-    def parameter_count(self, spec: DetectionSpec) -> int:
-        from trainclock.workloads.detection.model import parameter_count  # torchvision: only where a network is built
-
-        return parameter_count(spec.shape)
-
     def describe(self, spec: DetectionSpec) -> str:
         return spec.shape.describe()
 

@@ -68,9 +68,7 @@ class ResNetCost(SpecCost):
 
     @cached_property
     def parameter_count(self) -> int:
-        from trainclock.workloads.resnet.model import parameter_count  # torchvision: only where a network is built
-
-        return parameter_count(self.spec.shape)
+        return self.spec.parameter_count()
 
     layers = 1  # no pipeline cut: the whole network is one unit
     tensor_parallel_units = 1

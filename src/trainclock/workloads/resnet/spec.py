@@ -59,6 +59,11 @@ class ResNetSpec(MemberSpec):
     def warmup_steps(self) -> int:
         return round(self.warmup_epochs * self.steps_per_epoch)
 
+    def parameter_count(self) -> int:
+        from trainclock.workloads.resnet.model import parameter_count  # torchvision: only where a network is built
+
+        return parameter_count(self.shape)
+
     def with_batch(self, global_batch_size: int) -> "ResNetSpec":
         """The spec at another global batch size: resnet-50 takes the rules' reference
         hyperparameters at that batch (its RCP); a tier keeps its epochs, rate and schedule length

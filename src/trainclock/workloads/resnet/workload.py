@@ -50,11 +50,6 @@ class ResNetWorkload(BenchmarkWorkload):
     unit = batch_units = "images"
     needs_data = NEEDS_DATA
 
-    def parameter_count(self, spec: ResNetSpec) -> int:
-        from trainclock.workloads.resnet.model import parameter_count  # torchvision: only where a network is built
-
-        return parameter_count(spec.shape)
-
     def describe(self, spec: ResNetSpec) -> str:
         return spec.shape.describe()
 
